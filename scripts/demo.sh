@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# demo.sh - build dpg, start a local 3-node Slurm minicluster with the plugin,
+# and run a PyTorch DDP job across it with `srun --dpg-gpus-per-task=0`.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+scripts/deps.sh
+[ -x configure ] || autoreconf -fi
+mkdir -p build/demo
+(cd build/demo && { [ -f Makefile ] || ../../configure -q; } && make -s -j2)
+export PLUGIN_SO=$top/build/demo/.libs/dpg.so NODES=3
+lab=$(tests/e2e/minicluster.sh)
+trap 'tests/e2e/minicluster-stop.sh "$lab" --rm' EXIT
+. "$lab/env.sh"
+echo
+echo "$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --dpg-verbose python3 examples/torch_ddp.py"
+srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --dpg-verbose \
+	/usr/bin/python3 "$top/examples/torch_ddp.py"

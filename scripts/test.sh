@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# test.sh - the whole dpg test suite on a fresh Debian 12 machine (what CI runs):
+# deps, -Werror build + unit tests, ASan+UBSan unit tests, valgrind, e2e through
+# a real Slurm minicluster (loopback and network-namespace modes), distcheck.
+# Usage: scripts/test.sh            Env: DPG_SKIP_DEPS=1, DPG_STAGES="werror asan ..."
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+logs=$top/build/logs
+mkdir -p "$logs"
+stages=${DPG_STAGES:-"deps bootstrap werror unit asan valgrind e2e e2e-netns distcheck"}
+declare -A result seconds
+failed=0
+
+werror_flags="-O2 -g -Wall -Wextra -Werror"
+san_flags="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+
+run_stage() {
+	local name=$1; shift
+	local t0=$SECONDS
+	printf '== %-10s ' "$name"
+	if "$@" >"$logs/$name.log" 2>&1; then
+		result[$name]=ok
+	else
+		result[$name]=FAIL; failed=1
+	fi
+	seconds[$name]=$((SECONDS - t0))
+	echo "${result[$name]} (${seconds[$name]}s, log: build/logs/$name.log)"
+	if [ "${result[$name]}" = FAIL ]; then tail -n 40 "$logs/$name.log" | sed 's/^/   | /'; fi
+}
+
+st_deps() { [ "${DPG_SKIP_DEPS:-0}" = 1 ] || scripts/deps.sh; }
+st_bootstrap() { autoreconf -fi; }
+st_werror() {
+	mkdir -p build/werror && cd build/werror &&
+	../../configure CFLAGS="$werror_flags" && make -j2
+}
+st_unit() { make -C build/werror -j2 check || { cat build/werror/tests/unit/*.log; return 1; }; }
+st_asan() {
+	mkdir -p build/asan && cd build/asan &&
+	../../configure --without-slurm --without-cuda CFLAGS="$san_flags" LDFLAGS="-fsanitize=address,undefined" &&
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 make -j2 check ||
+	{ cat tests/unit/*.log; return 1; }
+}
+st_valgrind() {
+	local t rc=0
+	for t in build/werror/tests/unit/test_*; do
+		[ -x "$t" ] && [ "${t%.*}" = "$t" ] || continue
+		build/werror/libtool --mode=execute valgrind -q --error-exitcode=99 \
+			--leak-check=full --errors-for-leak-kinds=definite,indirect "$t" >/dev/null || { echo "valgrind: $t"; rc=1; }
+	done
+	return $rc
+}
+st_e2e() { make -C build/werror check-e2e; }
+st_e2e_netns() { make -C build/werror check-e2e-netns; }
+st_distcheck() { make -C build/werror distcheck; }
+
+for s in $stages; do
+	case $s in
+	deps) run_stage deps st_deps ;;
+	bootstrap) run_stage bootstrap st_bootstrap ;;
+	werror) run_stage werror st_werror ;;
+	unit) run_stage unit st_unit ;;
+	asan) run_stage asan st_asan ;;
+	valgrind) run_stage valgrind st_valgrind ;;
+	e2e) run_stage e2e st_e2e ;;
+	e2e-netns) run_stage e2e-netns st_e2e_netns ;;
+	distcheck) run_stage distcheck st_distcheck ;;
+	*) echo "unknown stage $s" >&2; exit 2 ;;
+	esac
+	# later stages need the build: stop early if it broke
+	case $s in deps|bootstrap|werror) [ "${result[$s]}" = ok ] || break ;; esac
+done
+
+echo
+echo "dpg test summary"
+for s in $stages; do
+	printf '  %-10s %-5s %ss\n' "$s" "${result[$s]:-skip}" "${seconds[$s]:-0}"
+done
+grep -h '^# \(TOTAL\|PASS\|FAIL\|ERROR\)' build/werror/test-suite.log 2>/dev/null | sed 's/^/  unit: /' || true
+grep -h 'passed, .* failed' "$logs"/e2e*.log 2>/dev/null | sed 's/^/  e2e: /' || true
+[ $failed = 0 ] && echo "ALL PASSED" || echo "SOME STAGES FAILED"
+exit $failed
