@@ -66,9 +66,11 @@ int dpg_port_parse(const char *s, uint16_t *port, struct dpg_err *err)
 {
 	unsigned long v;
 
+	char q[64];
+
 	if (dpg_parse_ulong(s, 1024, 65535, &v) != 0)
 		return dpg_errf(err, "invalid port '%s': expected an integer 1024-65535",
-				s ? s : "");
+				dpg_err_quote(s, q, sizeof(q)));
 	*port = (uint16_t)v;
 	return 0;
 }
@@ -80,6 +82,7 @@ int dpg_port_range_parse(const char *s, struct dpg_port_range *r,
 	const char *dash;
 	unsigned long lo, hi;
 	size_t n;
+	char q[64];
 
 	if (s == NULL || (dash = strchr(s, '-')) == NULL)
 		goto bad;
@@ -97,12 +100,12 @@ int dpg_port_range_parse(const char *s, struct dpg_port_range *r,
 	return 0;
 bad:
 	return dpg_errf(err, "invalid port range '%s': expected LO-HI with "
-			"1024 <= LO <= HI <= 65535", s ? s : "");
+			"1024 <= LO <= HI <= 65535", dpg_err_quote(s, q, sizeof(q)));
 }
 
 int dpg_port_from_resv(const char *s, uint16_t *port, struct dpg_err *err)
 {
-	char first[8];
+	char first[8], q[64];
 	size_t n = 0;
 
 	if (s == NULL)
@@ -112,8 +115,10 @@ int dpg_port_from_resv(const char *s, uint16_t *port, struct dpg_err *err)
 		n++;
 	}
 	first[n] = '\0';
-	if (n == 0 || (s[n] != '\0' && s[n] != '-' && s[n] != ','))
-		return dpg_errf(err, "invalid SLURM_STEP_RESV_PORTS '%s': "
-				"expected a port list such as 12000-12003", s);
-	return dpg_port_parse(first, port, err);
+	if (n == 0 || (s[n] != '\0' && s[n] != '-' && s[n] != ',') ||
+	    dpg_port_parse(first, port, NULL) != 0)
+		return dpg_errf(err, "invalid SLURM_STEP_RESV_PORTS='%s': expected "
+				"a list of ports 1024-65535 such as 12000-12003",
+				dpg_err_quote(s, q, sizeof(q)));
+	return 0;
 }
