@@ -88,8 +88,10 @@ static uint32_t *step_counts(const struct dpg_step *step, const char *tpn,
 		dpg_errf(err, "out of memory for %u node counts", step->num_nodes);
 		return NULL;
 	}
-	if (dpg_tpn_parse(tpn, counts, step->num_nodes, &n, err) != 0)
+	if (dpg_tpn_parse(tpn, counts, step->num_nodes, &n, err) != 0) {
+		dpg_err_prefix(err, "SLURM_STEP_TASKS_PER_NODE");
 		goto fail;
+	}
 	for (size_t i = 0; i < n; i++)
 		sum += counts[i];
 	if (n != step->num_nodes || sum != step->world_size) {
@@ -157,7 +159,7 @@ static int step_addr(dpg_getenv_fn get, void *ctx, const struct dpg_conf *conf,
 	}
 	/* block, cyclic and plane all put rank 0 on the step's first node */
 	if (dist != NULL && *dist != '\0' && dpg_dist_parse(dist, &d, &plane, err) != 0)
-		return -1;
+		return dpg_err_prefix(err, "SLURM_DISTRIBUTION");
 	if (dpg_conf_master_addr(conf, step->master_node, step->master_addr,
 				 sizeof(step->master_addr), err) != 0)
 		return -1;
@@ -191,7 +193,7 @@ int dpg_step_from_env(dpg_getenv_fn get, void *ctx, const struct dpg_conf *conf,
 				sizeof(step->nodelist) - 1);
 	snprintf(step->nodelist, sizeof(step->nodelist), "%s", nodelist);
 	if (dpg_hostlist_count(nodelist, DPG_HOSTLIST_DEFAULT_MAX, &nhosts, err) != 0)
-		return -1;
+		return dpg_err_prefix(err, "SLURM_STEP_NODELIST");
 	if (nhosts != step->num_nodes)
 		return dpg_errf(err, "inconsistent step: SLURM_STEP_NODELIST='%.100s' "
 				"names %zu nodes but SLURM_STEP_NUM_NODES=%u",

@@ -18,6 +18,25 @@ int dpg_errf(struct dpg_err *err, const char *fmt, ...)
 	return -1;
 }
 
+int dpg_err_prefix(struct dpg_err *err, const char *what)
+{
+	char old[DPG_ERR_MSG_MAX];
+	size_t n;
+
+	if (err == NULL)
+		return -1;
+	memcpy(old, err->msg, sizeof(old));
+	old[sizeof(old) - 1] = '\0';
+	n = strlen(what);
+	if (n + 2 >= sizeof(err->msg))
+		return -1;
+	memcpy(err->msg, what, n);
+	memcpy(err->msg + n, ": ", 2);
+	memcpy(err->msg + n + 2, old, sizeof(err->msg) - n - 3);
+	err->msg[sizeof(err->msg) - 1] = '\0';
+	return -1;
+}
+
 const char *dpg_err_quote(const char *s, char *buf, size_t len)
 {
 	size_t o = 0;

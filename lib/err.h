@@ -16,6 +16,9 @@ struct dpg_err {
 int dpg_errf(struct dpg_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Prepend "what: " to the message already in err (if non-NULL); returns -1. */
+int dpg_err_prefix(struct dpg_err *err, const char *what);
+
 /* Copy at most n bytes of s into an escaped, printable form suitable for an
  * error message (non-printable bytes as \xNN, truncated with "..."). */
 const char *dpg_err_quote(const char *s, char *buf, size_t len);

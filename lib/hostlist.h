@@ -1,4 +1,4 @@
-/* hostlist.h - Slurm hostlist expressions ("gpu[001-004,7],login-[1-2]x[a,b]").
+/* hostlist.h - Slurm hostlist expressions ("gpu[001-004,7],rack[1-2]-n[01-08]").
  * Pure string code with no Slurm dependency; bounded in time and memory. */
 #ifndef DPG_LIB_HOSTLIST_H
 #define DPG_LIB_HOSTLIST_H

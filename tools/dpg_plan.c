@@ -244,7 +244,8 @@ static int build_step_table(const struct args *a, struct table *t)
 		static const char *const copy[] = {
 			"MASTER_ADDR", "MASTER_PORT", "DPG_MASTER_ADDR",
 			"DPG_MASTER_PORT", "SLURM_DISTRIBUTION",
-			"SLURM_STEP_RESV_PORTS",
+			"SLURM_DIST_PLANESIZE", "SLURM_STEP_RESV_PORTS",
+			"SLURM_HET_SIZE", "SLURM_PACK_SIZE",
 		};
 		const char *nl = env_first("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST");
 		const char *nt = env_first("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", NULL);
@@ -266,6 +267,8 @@ static int build_step_table(const struct args *a, struct table *t)
 		for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
 			if ((v = getenv(copy[i])) != NULL && table_set(t, copy[i], v) != 0)
 				return -1;
+		if (a->dist != NULL && table_set(t, "SLURM_DISTRIBUTION", a->dist) != 0)
+			return -1;
 		return 0;
 	}
 	if (dpg_hostlist_count(a->nodelist, DPG_HOSTLIST_DEFAULT_MAX, &nnodes, &err) != 0) {
@@ -398,6 +401,18 @@ static int plan(const struct args *a)
 	if (table_get(&t, "SLURM_DISTRIBUTION") != NULL &&
 	    dpg_dist_parse(table_get(&t, "SLURM_DISTRIBUTION"), &dist, &plane, &err) != 0)
 		goto fail_msg;
+	if (dist == DPG_DIST_PLANE && plane == 0) {
+		/* srun exports "plane" and the size separately */
+		const char *ps = table_get(&t, "SLURM_DIST_PLANESIZE");
+		unsigned long v;
+
+		if (ps == NULL || dpg_parse_ulong(ps, 1, 0xffffffffUL, &v) != 0) {
+			fprintf(stderr, "dpg-plan: plane distribution without a size: "
+				"use --distribution plane=N\n");
+			goto out;
+		}
+		plane = (uint32_t)v;
+	}
 	counts = calloc(step.num_nodes, sizeof(*counts));
 	node_of = calloc(step.world_size, sizeof(*node_of));
 	local_of = calloc(step.world_size, sizeof(*local_of));
