@@ -37,8 +37,8 @@ static int parse_bool(const char *v, bool *out)
 	return -1;
 }
 
-/* A rule is accepted if it has exactly one %n, only %% otherwise, and the
- * literal text is made of host-name characters. */
+/* A rule is accepted if it has exactly one %n and its literal text is made
+ * of host-name characters, so the result is always a host name. */
 static int check_addr_format(const char *f, struct dpg_err *err)
 {
 	int nodes = 0;
@@ -49,10 +49,9 @@ static int check_addr_format(const char *f, struct dpg_err *err)
 				dpg_err_quote(f, q, sizeof(q)), DPG_ADDR_FORMAT_MAX - 1);
 	for (const char *p = f; *p != '\0'; p++) {
 		if (*p == '%') {
-			if (p[1] == 'n')
-				nodes++;
-			else if (p[1] != '%')
+			if (p[1] != 'n')
 				goto bad;
+			nodes++;
 			p++;
 		} else if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 			     (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
@@ -146,6 +145,8 @@ int dpg_conf_master_addr(const struct dpg_conf *c, const char *node,
 {
 	size_t o = 0;
 
+	if (len == 0)
+		return dpg_errf(err, "no room for MASTER_ADDR");
 	for (const char *p = c->addr_format; *p != '\0'; p++) {
 		const char *piece = p;
 		size_t n = 1;
@@ -153,8 +154,6 @@ int dpg_conf_master_addr(const struct dpg_conf *c, const char *node,
 		if (p[0] == '%' && p[1] == 'n') {
 			piece = node;
 			n = strlen(node);
-			p++;
-		} else if (p[0] == '%' && p[1] == '%') {
 			p++;
 		}
 		if (o + n >= len)
@@ -164,8 +163,6 @@ int dpg_conf_master_addr(const struct dpg_conf *c, const char *node,
 		memcpy(buf + o, piece, n);
 		o += n;
 	}
-	if (len == 0)
-		return dpg_errf(err, "no room for MASTER_ADDR");
 	buf[o] = '\0';
 	return 0;
 }

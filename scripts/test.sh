@@ -31,24 +31,30 @@ run_stage() {
 
 st_deps() { [ "${DPG_SKIP_DEPS:-0}" = 1 ] || scripts/deps.sh; }
 st_bootstrap() { autoreconf -fi; }
-st_werror() {
+st_werror() (
 	mkdir -p build/werror && cd build/werror &&
 	../../configure CFLAGS="$werror_flags" && make -j2
-}
+)
 st_unit() { make -C build/werror -j2 check || { cat build/werror/tests/unit/*.log; return 1; }; }
-st_asan() {
+st_asan() (
 	mkdir -p build/asan && cd build/asan &&
 	../../configure --without-slurm --without-cuda CFLAGS="$san_flags" LDFLAGS="-fsanitize=address,undefined" &&
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 make -j2 check ||
-	{ cat tests/unit/*.log; return 1; }
-}
+	{ cat tests/unit/*.log; exit 1; }
+)
 st_valgrind() {
-	local t rc=0
+	local t rc=0 n=0
 	for t in build/werror/tests/unit/test_*; do
 		[ -x "$t" ] && [ "${t%.*}" = "$t" ] || continue
-		build/werror/libtool --mode=execute valgrind -q --error-exitcode=99 \
-			--leak-check=full --errors-for-leak-kinds=definite,indirect "$t" >/dev/null || { echo "valgrind: $t"; rc=1; }
+		n=$((n + 1))
+		if build/werror/libtool --mode=execute valgrind -q --error-exitcode=99 \
+			--leak-check=full --errors-for-leak-kinds=definite,indirect "$t" >/dev/null; then
+			echo "valgrind clean: $t"
+		else
+			echo "valgrind FAILED: $t"; rc=1
+		fi
 	done
+	[ $n -gt 0 ] || { echo "valgrind: no unit test binaries found"; return 1; }
 	return $rc
 }
 st_e2e() { make -C build/werror check-e2e; }
