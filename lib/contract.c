@@ -241,7 +241,8 @@ int dpg_task_from_env(dpg_getenv_fn get, void *ctx, const struct dpg_step *step,
 	name = get(ctx, "SLURMD_NODENAME");
 	if (name != NULL && *name != '\0' && strcmp(name, nth) != 0)
 		return dpg_errf(err, "inconsistent task: SLURMD_NODENAME=%.64s but "
-				"node %u of SLURM_STEP_NODELIST is %s", name,
+				"node %u of SLURM_STEP_NODELIST is %s (heterogeneous "
+				"steps 'srun A : B' are not supported)", name,
 				task->node_rank, nth);
 	snprintf(task->node, sizeof(task->node), "%s", nth);
 	return 0;

@@ -1,0 +1,529 @@
+#!/usr/bin/env bash
+# run.sh - dpg's end-to-end tests against a REAL Slurm (22.05) minicluster.
+#
+#   PLUGIN_SO=/abs/.libs/dpg.so DPG_PLAN=/abs/dpg-plan tests/e2e/run.sh
+#   NETNS=1 ... tests/e2e/run.sh        # every node its own network namespace
+#
+# (make check-e2e / check-e2e-netns pass PLUGIN_SO and DPG_PLAN.)  Starts a
+# 3-node cluster with "optional $PLUGIN_SO" in plugstack.conf, runs every case
+# through real srun/sbatch/salloc, prints "ok NAME (x.xs)" or "FAIL NAME" with
+# the case's output, always stops the cluster, ends with "N passed, M failed"
+# and exits 1 if anything failed.  Needs root, slurmctld slurmd slurm-client
+# munge, and /usr/bin/python3 with torch for the torch case.
+#
+# Knobs: NETNS=1; CASES=REGEX (run only matching cases); PY (python with
+# torch, default /usr/bin/python3); E2E_KEEP=1 (keep the cluster directory);
+# E2E_LOG_LINES (lines of output shown per failure); any minicluster.sh knob
+# (CTLD_PORT, SLURMD_PORT, NETNS_NET, AUTH, ...; free ports are picked
+# automatically when CTLD_PORT/SLURMD_PORT are not given).
+# PLUGIN_SO='' runs the harness against an EMPTY plugstack (only the cases
+# that need no plugin; to validate the harness itself).
+#
+# Layout: 1) cases that create no job (--help, invalid option values: exit
+# status, message, and job ids before/after prove no job was created);
+# 2) the two sbatch cases are submitted, then one allocation (salloc -N3 -n12
+# --no-shell) holds all step cases (srun --jobid --overlap: no queueing);
+# salloc/interactive/torch cases; the batch jobs are collected (polled);
+# 3) plugstack.conf is rewritten per case (bad and good arguments) and put
+# back; 4) MpiParams=ports is switched on (scontrol reconfigure) for the
+# reserved-port cases.  Task output comes from taskenv.sh, and
+# check_contract.py checks it (and asks dpg-plan for the same step).
+set -uo pipefail
+
+E2E_DIR=$(cd "$(dirname "$0")" && pwd)
+. "$E2E_DIR/lib.sh"
+PY=${PY:-/usr/bin/python3}
+NETNS=${NETNS:-0}
+PLUGIN_SO=${PLUGIN_SO-}
+E2E_PLAN=${DPG_PLAN:-}   # (DPG_* is scrubbed from the environment below)
+T=$E2E_DIR/taskenv.sh
+T0=$(e2e_now)
+
+die() { echo "run.sh: $*" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || die "must run as root (it starts slurmctld, slurmd and munged)"
+for b in srun sbatch salloc scontrol squeue scancel slurmctld slurmd; do
+	command -v $b >/dev/null || die "missing $b: apt-get install slurmctld slurmd slurm-client munge"
+done
+[ -x "$PY" ] || die "no python at PY=$PY"
+if [ -n "$PLUGIN_SO" ]; then
+	[ -f "$PLUGIN_SO" ] || die "PLUGIN_SO=$PLUGIN_SO does not exist (build it first: make)"
+	PLUGIN_SO=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
+fi
+if [ -n "$E2E_PLAN" ]; then
+	[ -x "$E2E_PLAN" ] || die "DPG_PLAN=$E2E_PLAN is not an executable"
+	E2E_PLAN=$(cd "$(dirname "$E2E_PLAN")" && pwd)/$(basename "$E2E_PLAN")
+fi
+CHK=("$PY" "$E2E_DIR/check_contract.py")
+PLAN_SHOWN=${E2E_PLAN:-none}
+PLAN=()
+[ -n "$E2E_PLAN" ] && PLAN=(--plan "$E2E_PLAN")
+
+# nothing from the caller's environment may leak into the jobs
+for v in $(compgen -v); do
+	case $v in
+	SLURM_*|SLURMD_*|SPANK_*|_SLURM_*|DPG_*|TORCHELASTIC_*) unset "$v";;
+	RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|NODE_RANK|GROUP_RANK|GROUP_WORLD_SIZE|\
+	ROLE_RANK|ROLE_WORLD_SIZE|ROLE_NAME|MASTER_ADDR|MASTER_PORT) unset "$v";;
+	esac
+done
+
+# ---------------------------------------------------------------- cluster
+e2e_pick_ports   # free CTLD_PORT/SLURMD_PORT (and NETNS_NET) unless given
+
+LAB=$(mktemp -d "${TMPDIR:-/tmp}/dpg-e2e.XXXXXX")
+chmod 755 "$LAB"
+WORK=$LAB/work
+mkdir -p "$WORK/log"
+chmod 777 "$WORK"
+STOPPED=0
+stop_cluster() { # idempotent; daemons, namespaces and bridge go, LAB stays
+	[ $STOPPED = 0 ] || return 0
+	STOPPED=1
+	[ -n "${ALLOC:-}" ] && scancel "$ALLOC" 2>/dev/null
+	ALLOC=
+	if [ -f "$LAB/slurm.conf" ]; then
+		"$E2E_DIR/minicluster-stop.sh" "$LAB" >/dev/null 2>"$LAB/stop.err" ||
+			cat "$LAB/stop.err" >&2
+	fi
+}
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_cluster
+	if [ "${E2E_KEEP:-0}" = 1 ]; then echo "# kept $LAB" >&2; else rm -rf "$LAB"; fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM
+
+mode=multi-slurmd; [ "$NETNS" = 1 ] && mode="netns ($NETNS_NET.0/24)"
+echo "# dpg e2e: 3-node Slurm $(slurmd -V 2>/dev/null | awk '{print $2}') minicluster, mode $mode, ports $CTLD_PORT/$SLURMD_PORT"
+echo "# plugin: ${PLUGIN_SO:-NONE (empty plugstack: harness self-check only)}; dpg-plan: $PLAN_SHOWN"
+# OverSubscribe=FORCE:4 lets the batch/salloc jobs run next to the allocation
+# that holds the step cases; use_interactive_step gives salloc an interactive step.
+if ! LAB_DIR=$LAB NODES=3 CPUS=4 OVERSUBSCRIBE=FORCE:4 PLUGIN_SO=$PLUGIN_SO PLUGIN_ARGS= \
+	EXTRA_CONF="LaunchParameters=use_interactive_step" \
+	"$E2E_DIR/minicluster.sh" >"$WORK/start.out" 2>&1; then
+	cat "$WORK/start.out" >&2
+	echo "0 passed, 1 failed (cluster did not start)"
+	exit 1
+fi
+. "$LAB/env.sh"
+cd "$WORK" || exit 2
+echo "# cluster up in $(e2e_elapsed "$T0")s"
+
+# a step inside the long-lived allocation $ALLOC (steps never wait for
+# each other: --overlap)
+st() { srun --jobid="$ALLOC" --overlap "$@"; }
+HAVE_PLUGIN=0; [ -n "$PLUGIN_SO" ] && HAVE_PLUGIN=1
+pcase() { # run_case, but only with a plugin
+	if [ $HAVE_PLUGIN = 1 ]; then run_case "$@"; fi
+}
+
+# ============================================================ 1. no jobs
+c_help() { # option listed under the plugin options of CMD --help
+	local cmd=$1 o out
+	out=$($cmd --help 2>&1)
+	for o in --dpg-gpus-per-task --dpg-verbose --dpg-port; do
+		grep -q -- "$o" <<<"$out" || { echo "$out" | tail -20; fail "$cmd --help does not list $o"; return 1; }
+	done
+	grep -A12 -i 'provided by plugins' <<<"$out" | grep -- '--dpg'
+}
+for cmd in srun sbatch salloc; do pcase "option listed in $cmd --help" c_help $cmd; done
+
+c_bad_option() { # CMD OPTION: rejected before any job exists, message names it
+	local cmd=$1 opt=$2 name before after rc out
+	name=${opt%%=*}
+	before=$(next_job_id) || return 1
+	case $cmd in
+	srun) out=$(srun -N1 -n1 "$opt" echo TASK-RAN 2>&1); rc=$?;;
+	env) out=$(env "$opt" srun -N1 -n1 echo TASK-RAN 2>&1); rc=$?
+	     name=--dpg-gpus-per-task;;
+	sbatch) out=$(sbatch -N1 -n1 -o "$WORK/bad-%j.out" "$opt" --wrap 'echo TASK-RAN' 2>&1); rc=$?;;
+	esac
+	after=$(next_job_id) || return 1
+	echo "\$ $cmd $opt ...  -> exit $rc"; echo "$out"
+	[ $rc != 0 ] || fail "$cmd accepted $opt"
+	! grep -q TASK-RAN <<<"$out" || fail "a task ran"
+	[ "$after" = $((before + 1)) ] || fail "job ids went $before -> $after: a job was created"
+	grep -Eq "dpg: .*${name#--}" <<<"$out" || fail "no 'dpg: ...' message naming $name"
+	[ $rc != 0 ] && [ "$after" = $((before + 1)) ] && grep -Eq "dpg: .*${name#--}" <<<"$out" || return 1
+	note "exit $rc: $(grep -E "dpg: .*${name#--}" <<<"$out" | head -1 | sed 's/^ *//' | cut -c1-110)"
+}
+pcase "srun rejects SLURM_SPANK__SLURM_SPANK_OPTION_dpg_dpg_gpus_per_task=abc (env)" \
+	c_bad_option env SLURM_SPANK__SLURM_SPANK_OPTION_dpg_dpg_gpus_per_task=abc
+for cmd in srun sbatch; do
+	for opt in --dpg-gpus-per-task=abc --dpg-gpus-per-task=-1 --dpg-gpus-per-task= \
+		--dpg-gpus-per-task=65 --dpg-port=80 --dpg-port=abc; do
+		pcase "$cmd rejects $opt" c_bad_option $cmd "$opt"
+	done
+done
+
+# ============================================================ 2. jobs
+# batch jobs first: they run while the step cases below use the allocation
+BATCH_DIRECTIVE="#SBATCH --dpg-gpus-per-task=0 reaches srun; batch shell gets nothing"
+BATCH_CMDLINE="sbatch --dpg-gpus-per-task=0 reaches srun; batch shell gets nothing"
+c_submit_batch() { # NAME EXTRA_SBATCH_ARGS DIRECTIVE
+	local name=$1 args=$2 directive=$3 j
+	cat >"$WORK/$name.sh" <<EOF
+#!/bin/bash
+#SBATCH -N3 -n6 -o $WORK/$name.out
+$directive
+# the batch script itself is a special step: it must get nothing
+$T >$WORK/$name.shell
+# a plain srun inside must get the contract from the job's option
+srun $T >$WORK/$name.step
+# ... also with --export=NONE (nothing of the batch environment)
+srun --export=NONE -N2 -n2 $T >$WORK/$name.step2
+# an explicit srun option overrides the job's
+srun -N3 -n3 --dpg-gpus-per-task=3 $T >$WORK/$name.step3
+EOF
+	j=$(sbatch --parsable $args "$WORK/$name.sh") || return 1
+	echo "$j" >"$WORK/$name.jobid"
+}
+if [ $HAVE_PLUGIN = 1 ] && { [ -z "${CASES:-}" ] || [[ $BATCH_DIRECTIVE$BATCH_CMDLINE =~ $CASES ]]; }; then
+	c_submit_batch batch-directive "" "#SBATCH --dpg-gpus-per-task=0"
+	c_submit_batch batch-cmdline "--dpg-gpus-per-task=0" ""
+fi
+
+# the long-lived allocation that holds the step cases: 3 nodes x 4 CPUs
+ALLOC=$(salloc -N3 -n12 --no-shell -J e2e-steps 2>"$WORK/salloc.err" |
+	sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
+[ -n "$ALLOC" ] || ALLOC=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$WORK/salloc.err")
+if [ -z "$ALLOC" ]; then
+	cat "$WORK/salloc.err"
+	echo "$E2E_PASS passed, $((E2E_FAIL + 1)) failed (salloc --no-shell for the step cases failed)"
+	exit 1
+fi
+
+c_step() { # OUT CHECK-ARGS... -- SRUN-ARGS...: run a step, check its tasks
+	local out=$1 chk=() rc
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do chk+=("$1"); shift; done
+	shift
+	echo "\$ $*" | sed "s/^\$ st /\$ srun --jobid=$ALLOC --overlap /"
+	"$@" >"$WORK/$out" 2>"$WORK/$out.err"; rc=$?
+	[ -s "$WORK/$out.err" ] && show "$WORK/$out.err" stderr
+	[ $rc = 0 ] || { show "$WORK/$out" stdout; fail "srun exited $rc"; return 1; }
+	"${CHK[@]}" --stderr "$WORK/$out.err" "${chk[@]}" "$WORK/$out" >"$WORK/$out.chk" ||
+		{ cat "$WORK/$out.chk"; show "$WORK/$out" stdout; return 1; }
+	note "$(tail -1 "$WORK/$out.chk")"
+}
+
+# --- harness self-check (also runs without a plugin)
+run_case "harness: srun -N3 -n6 ranks (no option)" \
+	c_step none.out --none --tasks 6 -- st -N3 -n6 "$T"
+run_case "srun without --dpg-* gets nothing" \
+	c_step noopt.out --none --tasks 3 -- st -N3 -n3 "$T"
+
+G=(--dpg-gpus-per-task=0)
+pcase "-N1 -n4" c_step n1n4.out --tasks 4 --nodes 1 --lws 4 --gpus 0 --resolve "${PLAN[@]}" -- \
+	st -N1 -n4 "${G[@]}" "$T" --resolve
+pcase "-N3 -n6 default block distribution (own job)" \
+	c_step n3n6.out --tasks 6 --nodes 3 --block --gpus 0 --resolve "${PLAN[@]}" -- \
+	srun -N3 -n6 "${G[@]}" "$T" --resolve
+pcase "-N3 -n6 block inside the allocation" \
+	c_step n3n6a.out --tasks 6 --nodes 3 --block --lws 2,2,2 --gpus 0 "${PLAN[@]}" -- \
+	st -N3 -n6 "${G[@]}" "$T"
+pcase "--ntasks-per-node=2 over 3 nodes" \
+	c_step tpn2.out --tasks 6 --nodes 3 --lws 2,2,2 --block --gpus 0 --resolve "${PLAN[@]}" -- \
+	st -N3 --ntasks-per-node=2 "${G[@]}" "$T" --resolve
+pcase "-n5 over 2 nodes: LOCAL_WORLD_SIZE 3/2" \
+	c_step n5.out --tasks 5 --nodes 2 --lws 3,2 --block --gpus 0 "${PLAN[@]}" -- \
+	st -N2 -n5 "${G[@]}" "$T"
+pcase "-m cyclic: -n5 over 3 nodes" \
+	c_step cyclic.out --tasks 5 --nodes 3 --lws 2,2,1 --cyclic --gpus 0 "${PLAN[@]}" -- \
+	st -N3 -n5 -m cyclic "${G[@]}" "$T"
+pcase "-m plane=2: -n5 over 2 nodes" \
+	c_step plane.out --tasks 5 --nodes 2 --gpus 0 "${PLAN[@]}" -- \
+	st -N2 -n5 -m plane=2 "${G[@]}" "$T"
+pcase "subset step srun -N2 -r1: MASTER_ADDR=n2" \
+	c_step subset.out --tasks 2 --nodes 2 --master-node n2 --master-addr n2 --resolve --gpus 0 "${PLAN[@]}" -- \
+	st -N2 -n2 -r1 "${G[@]}" "$T" --resolve
+
+c_world_in_big_alloc() {
+	c_step world.out --tasks 3 --nodes 2 --gpus 0 "${PLAN[@]}" -- st -N2 -n3 "${G[@]}" "$T" || return 1
+	local jt
+	jt=$(scontrol show job "$ALLOC" | grep -o 'NumTasks=[0-9]*')
+	grep -q 'WORLD_SIZE=3' "$WORK/world.out" && [ "$jt" = NumTasks=12 ] || fail "job has $jt"
+	note "job $jt, step WORLD_SIZE=3"
+}
+pcase "WORLD_SIZE is the step's count inside a bigger allocation" c_world_in_big_alloc
+
+c_concurrent() { # two steps that provably overlap in time
+	local a b pa pb
+	rm -f "$WORK"/rdv.*
+	st -N3 --ntasks-per-node=2 "${G[@]}" "$T" --touch "$WORK/rdv.a" --wait "$WORK/rdv.b" \
+		>"$WORK/conc-a.out" 2>&1 &
+	a=$!
+	st -N3 --ntasks-per-node=2 "${G[@]}" "$T" --touch "$WORK/rdv.b" --wait "$WORK/rdv.a" \
+		>"$WORK/conc-b.out" 2>&1 &
+	b=$!
+	wait $a || { show "$WORK/conc-a.out"; fail "step A failed (did the steps overlap?)"; return 1; }
+	wait $b || { show "$WORK/conc-b.out"; fail "step B failed"; return 1; }
+	"${CHK[@]}" --tasks 6 --lws 2,2,2 --gpus 0 "${PLAN[@]}" "$WORK/conc-a.out" || return 1
+	"${CHK[@]}" --tasks 6 --lws 2,2,2 --gpus 0 "${PLAN[@]}" "$WORK/conc-b.out" || return 1
+	pa=$(grep -o 'MASTER_PORT=[0-9]*' "$WORK/conc-a.out" | sort -u)
+	pb=$(grep -o 'MASTER_PORT=[0-9]*' "$WORK/conc-b.out" | sort -u)
+	[ "$pa" != "$pb" ] || fail "both concurrent steps got $pa" || return 1
+	note "${pa#MASTER_PORT=} vs ${pb#MASTER_PORT=}"
+}
+pcase "two concurrent steps: both correct, different MASTER_PORT" c_concurrent
+
+pcase "--dpg-verbose: exactly one correct line per task" \
+	c_step verbose.out --tasks 6 --nodes 3 --gpus 1 --verbose --port-source formula "${PLAN[@]}" -- \
+	st -N3 -n6 --dpg-gpus-per-task=1 --dpg-verbose "$T"
+
+pcase "--dpg-port=23456 sets MASTER_PORT" \
+	c_step port.out --tasks 3 --port 23456 --gpus 0 --verbose --port-source option "${PLAN[@]}" -- \
+	st -N3 -n3 "${G[@]}" --dpg-port=23456 --dpg-verbose "$T"
+pcase "user-exported MASTER_PORT is kept" \
+	c_step userport.out --tasks 3 --port 29999 --gpus 0 --verbose --port-source user -- \
+	env MASTER_PORT=29999 srun --jobid="$ALLOC" --overlap -N3 -n3 "${G[@]}" --dpg-verbose "$T"
+pcase "user-exported MASTER_ADDR is kept" \
+	c_step useraddr.out --tasks 3 --master-addr n3 --gpus 0 -- \
+	env MASTER_ADDR=n3 srun --jobid="$ALLOC" --overlap -N3 -n3 "${G[@]}" "$T"
+
+c_plan_in_step() { # dpg-plan run inside the step (reads SLURM_*) agrees with the plugin
+	[ -n "$E2E_PLAN" ] || { note "skipped: no DPG_PLAN"; return 0; }
+	c_step planstep.out --tasks 6 --gpus 0 --plan-json "$WORK/planstep.json" -- \
+		st -N3 -n6 -m cyclic "${G[@]}" bash -c "$T; [ \$SLURM_PROCID != 0 ] || $E2E_PLAN --json >$WORK/planstep.json"
+}
+pcase "dpg-plan inside a step (srun ... dpg-plan --json) agrees with the tasks" c_plan_in_step
+
+c_nested() { # srun inside a dpg step: the outer step's MASTER_* are not "user" values
+	# outer step: 3 tasks on 3 nodes (with the contract); its rank 0 runs
+	# the inner step, whose environment holds the outer MASTER_*/DPG_*
+	c_step nested.out --tasks 6 --nodes 3 --gpus 0 "${PLAN[@]}" -- \
+		st -N3 -n3 "${G[@]}" bash -c "[ \$RANK = 0 ] || exit 0
+			echo OUTER MASTER_PORT=\$MASTER_PORT MASTER_ADDR=\$MASTER_ADDR STEP=\$SLURM_STEP_ID
+			[ -n \"\$MASTER_PORT\" ] || { echo 'outer step has no MASTER_PORT' >&2; exit 1; }
+			srun --overlap -N3 -n6 -r0 ${G[*]} $T" || return 1
+	note "outer: $(grep -o '^OUTER.*' "$WORK/nested.out")"
+}
+pcase "srun nested in a dpg step gets its own MASTER_PORT" c_nested
+
+c_no_contract() { # OUT GREP-PATTERN SRUN-ARGS...: tasks run without contract + clear message
+	local out=$1 pat=$2 rc
+	shift 2
+	echo "\$ $*"
+	"$@" >"$WORK/$out" 2>"$WORK/$out.err"; rc=$?
+	show "$WORK/$out.err" stderr
+	grep -Eq "$pat" "$WORK/$out.err" || fail "no message matching '$pat' on stderr" || return 1
+	if grep -q '^DPGE2E' "$WORK/$out"; then
+		"${CHK[@]}" --none "$WORK/$out" || return 1
+	fi
+	note "srun exit $rc: $(grep -Em1 "$pat" "$WORK/$out.err" | cut -c1-140)"
+}
+printf '%s\n' n3 n1 n2 n3 >"$WORK/hostfile"
+pcase "-m arbitrary (rank 0 on n3): no contract, clear error" \
+	c_no_contract arb.out 'dpg: .*arbitrary' \
+	env SLURM_HOSTFILE="$WORK/hostfile" srun --jobid="$ALLOC" --overlap -m arbitrary -n4 "${G[@]}" "$T"
+pcase "-m arbitrary + user MASTER_ADDR=n3: full contract" \
+	c_step arb2.out --tasks 4 --nodes 3 --lws 1,1,2 --master-addr n3 --master-node n3 --gpus 0 -- \
+	env SLURM_HOSTFILE="$WORK/hostfile" MASTER_ADDR=n3 srun --jobid="$ALLOC" --overlap -m arbitrary -n4 "${G[@]}" "$T"
+pcase "--dpg-verbose without --dpg-gpus-per-task: warned, nothing exported" \
+	c_no_contract verbonly.out 'dpg: .*no effect' st -N3 -n3 --dpg-verbose "$T"
+pcase "user TORCHELASTIC_USE_AGENT_STORE=True is removed" \
+	c_step agentstore.out --tasks 3 --gpus 0 "${PLAN[@]}" -- \
+	env TORCHELASTIC_USE_AGENT_STORE=True srun --jobid="$ALLOC" --overlap -N3 -n3 "${G[@]}" "$T"
+pcase "boundary values accepted: --dpg-gpus-per-task=64 --dpg-port=65535" \
+	c_step bounds.out --tasks 2 --gpus 64 --port 65535 "${PLAN[@]}" -- \
+	st -N2 -n2 --dpg-gpus-per-task=64 --dpg-port=65535 "$T"
+c_busy_port() { # --dpg-port=P with P taken on rank 0's node (n1's slurmd port)
+	c_step busy.out --tasks 3 --port "$SLURMD_PORT" --gpus 0 -- \
+		st -N3 -n3 "${G[@]}" --dpg-port="$SLURMD_PORT" "$T" || return 1
+	grep -q "dpg: MASTER_PORT $SLURMD_PORT is already in use on n1" "$WORK/busy.out.err" ||
+		fail "no 'already in use' warning" || return 1
+	note "$(grep -m1 'already in use' "$WORK/busy.out.err" | cut -c1-120)"
+}
+pcase "--dpg-port on a port already listening on n1: clear warning" c_busy_port
+
+c_het() { # OUT SRUN-ARGS (with " : "): correct ranks, or no contract + a clear error
+	local out=$1 rc
+	shift
+	echo "\$ srun $* (heterogeneous step)"
+	SLURM_JOB_ID=$ALLOC srun "$@" "$T" >"$WORK/$out" 2>"$WORK/$out.err"; rc=$?
+	show "$WORK/$out.err" stderr
+	if grep -q 'RANK=' "$WORK/$out"; then
+		"${CHK[@]}" --tasks 3 --gpus 0 "$WORK/$out" || { show "$WORK/$out"; return 1; }
+		note "het step got the contract: RANK 0..2, WORLD_SIZE 3, MASTER_ADDR=$(grep -o 'MASTER_ADDR=[^	]*' "$WORK/$out" | sort -u | cut -d= -f2) = node of rank 0 (srun exit $rc)"
+	else
+		[ -s "$WORK/$out" ] && { "${CHK[@]}" --none "$WORK/$out" || return 1; }
+		grep -Eq 'dpg: .*(het|inconsistent|no rank variables)' "$WORK/$out.err" ||
+			fail "no contract and no clear 'dpg: ...' error" || return 1
+		note "NO contract, srun exit $rc, $(grep -c 'dpg: ' "$WORK/$out.err") error line(s): $(grep -m1 'dpg: ' "$WORK/$out.err" | cut -c1-130)"
+	fi
+}
+pcase "heterogeneous step -N1 -n1 : -N2 -n2: correct or clearly refused" \
+	c_het het.out --overlap -N1 -n1 "${G[@]}" : --overlap -N2 -n2 "${G[@]}"
+pcase "heterogeneous step -w n2 -n2 : -w n1 -n1: correct or clearly refused" \
+	c_het het2.out --overlap -w n2 -N1 -n2 "${G[@]}" : --overlap -w n1 -N1 -n1 "${G[@]}"
+
+c_salloc() {
+	local rc
+	echo "\$ salloc -N3 -n6 --dpg-gpus-per-task=0 bash -c '...; srun taskenv'"
+	salloc -N3 -n6 --dpg-gpus-per-task=0 -J e2e-salloc \
+		bash -c "$T >$WORK/salloc.shell; srun $T >$WORK/salloc.step" >"$WORK/salloc.out" 2>&1; rc=$?
+	show "$WORK/salloc.out" "salloc output"
+	[ $rc = 0 ] || fail "salloc exited $rc" || return 1
+	grep -q '^DPGE2E' "$WORK/salloc.shell" && "${CHK[@]}" --none "$WORK/salloc.shell" || fail "salloc's shell got contract variables" || return 1
+	"${CHK[@]}" --tasks 6 --nodes 3 --gpus 0 "${PLAN[@]}" "$WORK/salloc.step" >"$WORK/salloc.chk" ||
+		{ cat "$WORK/salloc.chk"; return 1; }
+	note "$(tail -1 "$WORK/salloc.chk")"
+}
+pcase "salloc --dpg-gpus-per-task=0 reaches a plain srun" c_salloc
+
+c_interactive() { # the interactive step (LaunchParameters=use_interactive_step)
+	local rc
+	printf '%s\n' "$T >$WORK/inter.out" exit |
+		timeout 60 salloc -N1 --dpg-gpus-per-task=0 -J e2e-inter >"$WORK/inter.log" 2>&1; rc=$?
+	show "$WORK/inter.log" "salloc output"
+	[ $rc = 0 ] || fail "salloc exited $rc" || return 1
+	grep -q 'SLURM_STEP_ID=4294967290' "$WORK/inter.out" || { show "$WORK/inter.out"; fail "not the interactive step"; return 1; }
+	"${CHK[@]}" --none "$WORK/inter.out"
+}
+pcase "interactive step (salloc with use_interactive_step) gets nothing" c_interactive
+
+c_torch() {
+	local rc
+	echo "\$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --export=NONE $PY ddp_allreduce.py"
+	st -N3 --ntasks-per-node=2 "${G[@]}" --export=NONE "$PY" "$E2E_DIR/ddp_allreduce.py" \
+		>"$WORK/torch.out" 2>&1; rc=$?
+	show "$WORK/torch.out"
+	[ $rc = 0 ] || fail "srun exited $rc" || return 1
+	[ "$(grep -c ' OK ' "$WORK/torch.out")" = 6 ] || fail "expected 6 OK ranks" || return 1
+	note "$(grep -m1 'rank=0/' "$WORK/torch.out" | grep -o 'master=[^ ]*\|allreduce=[^ ]*' | tr '\n' ' ')"
+}
+if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+	pcase "torch gloo env:// all_reduce, -N3 --ntasks-per-node=2, --export=NONE" c_torch
+else
+	echo "# SKIP torch case: $PY has no torch with gloo (apt-get install python3-torch)"
+fi
+
+# --- the batch jobs submitted at the start
+c_batch() { # NAME
+	local name=$1 j
+	j=$(cat "$WORK/$name.jobid" 2>/dev/null) || fail "not submitted" || return 1
+	echo "job $j: $(head -3 "$WORK/$name.sh" | tail -2 | tr '\n' ' ')"
+	job_wait "$j" 60 || { show "$WORK/$name.out"; return 1; }
+	show "$WORK/$name.out" "batch output"
+	grep -q '^DPGE2E' "$WORK/$name.shell" || fail "no output from the batch shell" || return 1
+	"${CHK[@]}" --none "$WORK/$name.shell" || fail "the batch script's own environment got contract variables" || return 1
+	"${CHK[@]}" --tasks 6 --nodes 3 --gpus 0 "${PLAN[@]}" "$WORK/$name.step" >"$WORK/$name.chk" ||
+		{ cat "$WORK/$name.chk"; return 1; }
+	note "$(tail -1 "$WORK/$name.chk")"
+	"${CHK[@]}" --tasks 2 --nodes 2 --gpus 0 "${PLAN[@]}" "$WORK/$name.step2" >"$WORK/$name.chk2" ||
+		{ echo "srun --export=NONE inside the job:"; cat "$WORK/$name.chk2"; return 1; }
+	"${CHK[@]}" --tasks 3 --nodes 3 --gpus 3 "${PLAN[@]}" "$WORK/$name.step3" >"$WORK/$name.chk3" ||
+		{ echo "srun --dpg-gpus-per-task=3 inside the job:"; cat "$WORK/$name.chk3"; return 1; }
+	note "also: srun --export=NONE ok, srun --dpg-gpus-per-task=3 overrides"
+}
+pcase "$BATCH_DIRECTIVE" c_batch batch-directive
+pcase "$BATCH_CMDLINE" c_batch batch-cmdline
+
+# ============================================================ 3. plugstack.conf arguments
+# (nothing else runs now: the plugstack is re-read by every srun and stepd)
+SO=$PLUGIN_SO
+c_bad_conf() { # ARG KEY: a bad plugstack argument must fail clearly, never silently
+	local arg=$1 key=$2 rc
+	plugstack "optional $SO $arg"
+	echo "plugstack.conf: optional dpg.so $arg"
+	st -N3 -n3 "${G[@]}" "$T" >"$WORK/badconf.out" 2>"$WORK/badconf.err"; rc=$?
+	plugstack_restore
+	show "$WORK/badconf.err" stderr
+	show "$WORK/badconf.out" stdout
+	grep -q "$key" "$WORK/badconf.err" || fail "no error naming '$key' on srun's stderr" || return 1
+	if grep -q '^DPGE2E' "$WORK/badconf.out"; then
+		"${CHK[@]}" --none "$WORK/badconf.out" || fail "tasks got a contract despite the bad configuration" || return 1
+		note "srun exit $rc, tasks ran without contract: $(grep "$key" "$WORK/badconf.err" | head -1 | cut -c1-100)"
+	else
+		[ $rc != 0 ] || fail "srun exit 0 but no task output" || return 1
+		note "srun exit $rc, no task ran: $(grep "$key" "$WORK/badconf.err" | head -1 | cut -c1-100)"
+	fi
+}
+pcase "plugstack port_range=5-1 is a clear error" c_bad_conf port_range=5-1 port_range
+pcase "plugstack bogus=1 is a clear error" c_bad_conf bogus=1 bogus
+
+c_bad_conf_compute() { # KIND ARG KEY: bad argument on the compute nodes only
+	# srun reads a client slurm.conf whose PlugStackConfig is still good (as
+	# on a login node with a different plugstack); the nodes' stepds read
+	# the bad line.  Tasks must get no contract and a clear error; with
+	# "required" the tasks must fail.
+	local kind=$1 arg=$2 key=$3 rc
+	cp "$LAB/plugstack.conf" "$LAB/plugstack-client.conf"
+	sed "s|^PlugStackConfig=.*|PlugStackConfig=$LAB/plugstack-client.conf|" "$LAB/slurm.conf" \
+		>"$LAB/slurm-client.conf"
+	plugstack "$kind $SO $arg"
+	echo "compute nodes: $kind dpg.so $arg; srun: $(cat "$LAB/plugstack-client.conf")"
+	SLURM_CONF=$LAB/slurm-client.conf srun --jobid="$ALLOC" --overlap -N3 -n3 "${G[@]}" "$T" \
+		>"$WORK/badconf2.out" 2>"$WORK/badconf2.err"; rc=$?
+	plugstack_restore
+	show "$WORK/badconf2.err" stderr
+	show "$WORK/badconf2.out" stdout
+	[ "$(grep -c "dpg: .*$key" "$WORK/badconf2.err")" -ge 3 ] ||
+		fail "expected an error naming '$key' from each of the 3 nodes" || return 1
+	if grep -q '^DPGE2E' "$WORK/badconf2.out"; then
+		"${CHK[@]}" --none "$WORK/badconf2.out" || fail "tasks got a contract despite the bad configuration" || return 1
+	fi
+	if [ "$kind" = required ]; then
+		[ $rc != 0 ] || fail "required plugin failed but srun exited 0" || return 1
+	fi
+	note "srun exit $rc, $(grep -c '^DPGE2E' "$WORK/badconf2.out") tasks ran, none with contract: $(grep -m1 "dpg: .*$key" "$WORK/badconf2.err" | cut -c1-90)"
+}
+pcase "plugstack port_range=5-1 on the compute nodes only (optional): no contract, clear error" \
+	c_bad_conf_compute optional port_range=5-1 port_range
+pcase "plugstack port_range=5-1 on the compute nodes only (required): tasks fail clearly" \
+	c_bad_conf_compute required port_range=5-1 port_range
+
+c_conf_step() { # ARG CHECK-ARGS... -- SRUN-ARGS
+	local arg=$1 rc
+	shift
+	plugstack "optional $SO $arg"
+	echo "plugstack.conf: optional dpg.so $arg"
+	c_step conf.out "$@"; rc=$?
+	plugstack_restore
+	return $rc
+}
+pcase "plugstack master_addr=%n.example" \
+	c_conf_step "master_addr=%n.example" --tasks 3 --master-addr n1.example --gpus 0 \
+	"${PLAN[@]}" --conf "master_addr=%n.example" -- st -N3 -n3 "${G[@]}" "$T"
+pcase "plugstack port_range=30000-30009" \
+	c_conf_step "port_range=30000-30009" --tasks 3 --port-range 30000-30009 --gpus 0 \
+	"${PLAN[@]}" --conf "port_range=30000-30009" -- st -N3 -n3 "${G[@]}" "$T"
+pcase "plugstack default_gpus_per_task=0: srun without option gets it" \
+	c_conf_step "default_gpus_per_task=0" --tasks 3 --gpus 0 \
+	"${PLAN[@]}" --conf "default_gpus_per_task=0" -- st -N3 -n3 "$T"
+
+# ============================================================ 4. MpiParams=ports (reserved ports)
+c_resv() { # after "MpiParams=ports=..." every step has SLURM_STEP_RESV_PORTS
+	c_step resv.out --tasks 6 --gpus 0 --verbose --port-source resv_ports --port-range 12000-12999 -- \
+		st -N3 -n6 "${G[@]}" --dpg-verbose \
+		bash -c "$T; [ \$SLURM_PROCID != 0 ] || ${E2E_PLAN:-true} --json >$WORK/resvplan.json" || return 1
+	local resv first port
+	resv=$(grep -o 'SLURM_STEP_RESV_PORTS=[0-9,-]*' "$WORK/resv.out" | sort -u | cut -d= -f2)
+	first=${resv%%[-,]*}
+	port=$(grep -o 'MASTER_PORT=[0-9]*' "$WORK/resv.out" | sort -u | cut -d= -f2)
+	[ -n "$resv" ] || fail "no SLURM_STEP_RESV_PORTS in the tasks" || return 1
+	[ "$port" = "$first" ] || fail "MASTER_PORT=$port, SLURM_STEP_RESV_PORTS=$resv" || return 1
+	if [ -n "$E2E_PLAN" ]; then
+		"${CHK[@]}" --tasks 6 --port-range 12000-12999 --plan-json "$WORK/resvplan.json" "$WORK/resv.out" || return 1
+	fi
+	note "SLURM_STEP_RESV_PORTS=$resv -> MASTER_PORT=$port"
+}
+if [ $HAVE_PLUGIN = 1 ] && { [ -z "${CASES:-}" ] || [[ "resv_ports" =~ $CASES ]]; }; then
+	sed -i 's/^MailProg=.*/&\nMpiParams=ports=12000-12999/' "$LAB/slurm.conf"
+	scontrol reconfigure || echo "# scontrol reconfigure failed"
+fi
+pcase "resv_ports: MpiParams=ports -> MASTER_PORT = first reserved port" c_resv
+pcase "resv_ports=no in plugstack: formula even with reserved ports" \
+	c_conf_step "resv_ports=no" --tasks 3 --gpus 0 --verbose --port-source formula \
+	"${PLAN[@]}" --conf "resv_ports=no" -- st -N3 -n3 "${G[@]}" --dpg-verbose "$T"
+
+# ============================================================ done
+cd "$LAB" || exit 2
+stop_cluster
+echo "# total $(e2e_elapsed "$T0")s (cluster start, $((E2E_PASS + E2E_FAIL)) cases, cluster stop)"
+[ $E2E_FAIL = 0 ] || echo "# failed:$E2E_FAILED"
+echo "$E2E_PASS passed, $E2E_FAIL failed"
+[ $E2E_FAIL = 0 ]
