@@ -1,5 +1,6 @@
 /* conf.c - strict parsing of the plugin's plugstack.conf arguments
- * (port_range=, default_gpus_per_task=, master_addr=, resv_ports=). */
+ * (port_range=, default_gpus_per_task=, master_addr=, bind=, ...). */
+#include "bindenv.h"
 #include "conf.h"
 #include "hostlist.h"
 #include "opts.h"
@@ -7,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CONF_KEYS "port_range, default_gpus_per_task, master_addr, resv_ports"
+#define CONF_KEYS "port_range, default_gpus_per_task, master_addr, resv_ports, " \
+	"bind, gpu_visibility, gpu_sharing, topology_xml"
 
 void dpg_conf_init(struct dpg_conf *c)
 {
@@ -17,6 +19,10 @@ void dpg_conf_init(struct dpg_conf *c)
 	c->default_gpus_per_task = -1;
 	snprintf(c->addr_format, sizeof(c->addr_format), "%%n");
 	c->use_resv_ports = true;
+	c->bind = DPG_BIND_CLOSEST;
+	c->visibility = DPG_VIS_ORDERED;
+	c->gpu_sharing = false;
+	c->topology_xml[0] = '\0';
 }
 
 static int parse_bool(const char *v, bool *out)
@@ -125,6 +131,29 @@ int dpg_conf_parse_arg(struct dpg_conf *c, const char *arg, struct dpg_err *err)
 		if (parse_bool(val, &c->use_resv_ports) != 0)
 			return dpg_errf(err, "invalid resv_ports='%s': expected yes or no",
 					dpg_err_quote(val, q, sizeof(q)));
+		return 0;
+	}
+	if (strcmp(key, "bind") == 0)
+		return dpg_bind_parse(val, &c->bind, err) == 0 ? 0 :
+			dpg_errf(err, "invalid bind='%s': expected closest or none",
+				 dpg_err_quote(val, q, sizeof(q)));
+	if (strcmp(key, "gpu_visibility") == 0)
+		return dpg_gpu_visibility_parse(val, &c->visibility, err) == 0 ? 0 :
+			dpg_errf(err, "invalid gpu_visibility='%s': expected isolate "
+				 "or ordered", dpg_err_quote(val, q, sizeof(q)));
+	if (strcmp(key, "gpu_sharing") == 0) {
+		if (parse_bool(val, &c->gpu_sharing) != 0)
+			return dpg_errf(err, "invalid gpu_sharing='%s': expected yes or no",
+					dpg_err_quote(val, q, sizeof(q)));
+		return 0;
+	}
+	if (strcmp(key, "topology_xml") == 0) {
+		if (val[0] != '/' || strlen(val) >= sizeof(c->topology_xml))
+			return dpg_errf(err, "invalid topology_xml='%s': expected an "
+					"absolute path shorter than %zu bytes",
+					dpg_err_quote(val, q, sizeof(q)),
+					sizeof(c->topology_xml));
+		snprintf(c->topology_xml, sizeof(c->topology_xml), "%s", val);
 		return 0;
 	}
 	return dpg_errf(err, "unknown plugstack.conf argument '%s': known keys "

@@ -7,7 +7,11 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "gpuvis.h"
+#include "plan.h"
 #include "port.h"
+
+#define DPG_PATH_MAX 256		/* longest topology_xml= path */
 
 #define DPG_ADDR_FORMAT_MAX 128	/* longest master_addr= rule */
 #define DPG_ADDR_MAX 320		/* longest MASTER_ADDR produced */
@@ -17,6 +21,10 @@ struct dpg_conf {
 	int default_gpus_per_task;	/* default_gpus_per_task=none|N; -1 = none */
 	char addr_format[DPG_ADDR_FORMAT_MAX];	/* master_addr=FMT, %n = node */
 	bool use_resv_ports;		/* resv_ports=yes|no */
+	enum dpg_bind bind;		/* bind=closest|none */
+	enum dpg_gpu_visibility visibility;	/* gpu_visibility=isolate|ordered */
+	bool gpu_sharing;		/* gpu_sharing=yes|no */
+	char topology_xml[DPG_PATH_MAX];	/* topology_xml=PATH ("" = discover) */
 };
 
 /* Fill c with the documented defaults. */

@@ -12,6 +12,8 @@ void dpg_request_init(struct dpg_request *r)
 	r->gpus_per_task = -1;
 	r->port = 0;
 	r->verbose = false;
+	r->bind = -1;
+	r->visibility = -1;
 }
 
 int dpg_parse_ulong(const char *s, unsigned long lo, unsigned long hi,

@@ -14,6 +14,8 @@ struct dpg_request {
 	int gpus_per_task;	/* -1 = option not given */
 	uint16_t port;		/* 0 = not given (--dpg-port) */
 	bool verbose;		/* --dpg-verbose */
+	int bind;		/* --dpg-bind: enum dpg_bind, -1 = not given */
+	int visibility;		/* --dpg-gpu-visibility: enum dpg_gpu_visibility, -1 */
 };
 
 void dpg_request_init(struct dpg_request *r);

@@ -1,18 +1,26 @@
 /* dpg_spank.c - the SPANK glue: registers the --dpg-* options, reads the
  * plugstack.conf arguments, and moves data between Slurm and lib/. */
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
 
+#include "bindenv.h"
 #include "conf.h"
 #include "contract.h"
 #include "opts.h"
+#include "plan.h"
+#include "topo.h"
 
 SPANK_PLUGIN(dpg, 1);
 
@@ -24,11 +32,18 @@ static struct {
 	char conf_error[DPG_ERR_MSG_MAX];
 	struct dpg_request req;
 	struct dpg_env env;	/* scratch for one task (too big for a stack) */
+	/* remote only: the node's binding plan, made once in user_init */
+	struct dpg_plan *plan;
+	bool plan_failed;
+	char plan_error[DPG_ERR_MSG_MAX];
+	char ifname[IF_NAMESIZE];	/* interface carrying MASTER_ADDR */
 } st;
 
 static int opt_gpus(int val, const char *optarg, int remote);
 static int opt_verbose(int val, const char *optarg, int remote);
 static int opt_port(int val, const char *optarg, int remote);
+static int opt_bind(int val, const char *optarg, int remote);
+static int opt_visibility(int val, const char *optarg, int remote);
 
 static struct spank_option options[] = {
 	{ "dpg-gpus-per-task", "N",
@@ -40,6 +55,12 @@ static struct spank_option options[] = {
 	{ "dpg-port", "P",
 	  "[dpg] Use port P (1024-65535) as MASTER_PORT for this step", 1, 0,
 	  opt_port },
+	{ "dpg-bind", "closest|none",
+	  "[dpg] Bind each task to the CPUs nearest its GPU (closest) or not "
+	  "(none)", 1, 0, opt_bind },
+	{ "dpg-gpu-visibility", "isolate|ordered",
+	  "[dpg] A task sees only its GPUs (isolate) or all the step's GPUs "
+	  "with its own at index LOCAL_RANK (ordered)", 1, 0, opt_visibility },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -85,6 +106,36 @@ static int opt_port(int val, const char *optarg, int remote)
 	return 0;
 }
 
+static int opt_bind(int val, const char *optarg, int remote)
+{
+	struct dpg_err err;
+	enum dpg_bind b;
+
+	(void)val;
+	(void)remote;
+	if (dpg_bind_parse(optarg, &b, &err) != 0) {
+		slurm_error("dpg: invalid --dpg-bind value: %s", err.msg);
+		return -1;
+	}
+	st.req.bind = (int)b;
+	return 0;
+}
+
+static int opt_visibility(int val, const char *optarg, int remote)
+{
+	struct dpg_err err;
+	enum dpg_gpu_visibility v;
+
+	(void)val;
+	(void)remote;
+	if (dpg_gpu_visibility_parse(optarg, &v, &err) != 0) {
+		slurm_error("dpg: invalid --dpg-gpu-visibility value: %s", err.msg);
+		return -1;
+	}
+	st.req.visibility = (int)v;
+	return 0;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	spank_context_t ctx = spank_context();
@@ -127,6 +178,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 	if (st.req.gpus_per_task < 0 && st.conf.default_gpus_per_task >= 0)
 		st.req.gpus_per_task = st.conf.default_gpus_per_task;
+	if (st.req.bind < 0)
+		st.req.bind = (int)st.conf.bind;
+	if (st.req.visibility < 0)
+		st.req.visibility = (int)st.conf.visibility;
 	if (spank_context() == S_CTX_LOCAL && !active() &&
 	    (st.req.verbose || st.req.port != 0))
 		slurm_error("dpg: --dpg-verbose and --dpg-port have no effect "
@@ -177,10 +232,21 @@ static int export_contract(spank_t sp)
 			    "variables exported");
 		return -1;
 	}
+	struct dpg_bind_req breq = {
+		.visibility = (enum dpg_gpu_visibility)st.req.visibility,
+		.socket_ifname = st.ifname[0] != '\0' ? st.ifname : NULL,
+	};
+
+	if (st.plan_failed) {
+		slurm_error("dpg: no variables exported: %s", st.plan_error);
+		return -1;
+	}
 	if (dpg_step_from_env(task_getenv, env, &st.conf, &st.req, &step, &err) != 0 ||
 	    dpg_task_from_env(task_getenv, env, &step, &task, &err) != 0 ||
 	    dpg_contract_build(&step, &task, &st.req, task_getenv, env, &st.env,
-			       &err) != 0) {
+			       &err) != 0 ||
+	    (st.plan != NULL && dpg_bind_env(st.plan, task.local_rank, &breq,
+					     task_getenv, env, &st.env, &err) != 0)) {
 		slurm_error("dpg: no rank variables exported: %s", err.msg);
 		return -1;
 	}
@@ -203,9 +269,202 @@ static int export_contract(spank_t sp)
 		check_port_free(&step, &task);
 	if (st.req.verbose &&
 	    dpg_contract_describe(&step, &task, &st.req, line, sizeof(line)) == 0) {
-		fprintf(stderr, "%s\n", line);
+		char row[DPG_ERR_MSG_MAX] = "";
+
+		if (st.plan != NULL)
+			dpg_plan_format_task(st.plan, task.local_rank, row, sizeof(row));
+		fprintf(stderr, "%s%s%s\n", line, row[0] ? " | " : "", row);
 		fflush(stderr);
 	}
+	return 0;
+}
+
+/* The interface whose address routes to MASTER_ADDR, found by connecting a
+ * UDP socket (no packet is sent).  Best effort: empty on any failure. */
+static void find_ifname(const char *addr, char *out, size_t len)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM };
+	struct addrinfo *ai = NULL;
+	struct sockaddr_in local;
+	socklen_t sl = sizeof(local);
+	struct ifaddrs *ifs = NULL;
+	int fd = -1;
+
+	out[0] = '\0';
+	if (getaddrinfo(addr, "9", &hints, &ai) != 0 || ai == NULL)
+		return;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&local, &sl) != 0 ||
+	    getifaddrs(&ifs) != 0)
+		goto out;
+	for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
+		const struct sockaddr_in *a = (const void *)i->ifa_addr;
+
+		if (a != NULL && a->sin_family == AF_INET &&
+		    a->sin_addr.s_addr == local.sin_addr.s_addr) {
+			snprintf(out, len, "%s", i->ifa_name);
+			break;
+		}
+	}
+out:
+	if (ifs != NULL)
+		freeifaddrs(ifs);
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+}
+
+/* Slurm's step cores (abstract core ids, hwloc logical order) as PUs. */
+static void step_cpus(spank_t sp, const struct dpg_topo *topo, bool live,
+		      char *buf, size_t len)
+{
+	struct dpg_cpuset set, affinity;
+	char *cores = NULL;
+	cpu_set_t *mask = NULL;
+	size_t msize = CPU_ALLOC_SIZE(DPG_CPU_MAX);
+	struct dpg_err err;
+	int used = 0;
+
+	buf[0] = '\0';
+	dpg_cpuset_zero(&set);
+	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) == ESPANK_SUCCESS &&
+	    cores != NULL && dpg_cpuset_parse(cores, &affinity, &err) == 0) {
+		for (int c = dpg_cpuset_next(&affinity, 0); c >= 0;
+		     c = dpg_cpuset_next(&affinity, (unsigned)c + 1)) {
+			const struct dpg_core *k;
+
+			if ((uint32_t)c >= topo->ncores)
+				continue;
+			k = &topo->cores[c];
+			for (uint32_t i = 0; i < k->npus; i++)
+				dpg_cpuset_set(&set, topo->pus[k->pu_first + i]);
+			used = 1;
+		}
+	}
+	if (!used)
+		dpg_cpuset_fill(&set);
+	/* a live topology must also respect where this step may run */
+	if (live && (mask = CPU_ALLOC(DPG_CPU_MAX)) != NULL &&
+	    sched_getaffinity(0, msize, mask) == 0) {
+		dpg_cpuset_zero(&affinity);
+		for (unsigned c = 0; c < DPG_CPU_MAX; c++)
+			if (CPU_ISSET_S(c, msize, mask))
+				dpg_cpuset_set(&affinity, c);
+		dpg_cpuset_and(&set, &set, &affinity);
+	}
+	if (mask != NULL)
+		CPU_FREE(mask);
+	dpg_cpuset_and(&set, &set, &topo->complete);
+	if (dpg_cpuset_empty(&set) || dpg_cpuset_format(&set, buf, len, &err) != 0)
+		buf[0] = '\0';
+}
+
+static void plan_fail(const char *what, const struct dpg_err *why)
+{
+	struct dpg_err e = *why;
+
+	st.plan_failed = true;
+	dpg_err_prefix(&e, what);
+	memcpy(st.plan_error, e.msg, sizeof(st.plan_error));
+}
+
+/* Once per node and step: discover the node (or read the admin's cached
+ * XML) and plan every local task's GPUs, NICs and CPUs. */
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	struct dpg_plan_req preq = { 0 };
+	struct dpg_topo *topo = NULL;
+	struct dpg_step step;
+	struct dpg_err err;
+	uint32_t stepid = 0, ntasks = 0;
+	char **env = NULL;
+	static char cpus[DPG_CPUSET_STR_MAX];
+	const char *gpus;
+	bool live = st.conf.topology_xml[0] == '\0';
+
+	(void)ac;
+	(void)av;
+	if (!spank_remote(sp) || !active() || !st.conf_ok ||
+	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
+	    dpg_is_special_step(stepid))
+		return 0;
+	if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS ||
+	    ntasks == 0 || spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
+		dpg_errf(&err, "cannot read the step's local task count");
+		plan_fail("binding", &err);
+		return 0;
+	}
+	if (live ? dpg_topo_load_live(&topo, &err) != 0 :
+	    dpg_topo_load_xml(st.conf.topology_xml, &topo, &err) != 0) {
+		plan_fail("topology", &err);
+		return 0;
+	}
+	step_cpus(sp, topo, live, cpus, sizeof(cpus));
+	gpus = task_getenv(env, "SLURM_STEP_GPUS");
+	preq.ntasks = ntasks;
+	preq.gpus_per_task = (uint32_t)(st.req.gpus_per_task < 0 ? 0 : st.req.gpus_per_task);
+	preq.gpus = gpus != NULL && *gpus != '\0' ? gpus : NULL;
+	preq.cpus = cpus[0] != '\0' ? cpus : NULL;
+	preq.policy.bind = (enum dpg_bind)st.req.bind;
+	preq.policy.allow_gpu_sharing = st.conf.gpu_sharing;
+	if (dpg_plan_make(topo, &preq, &st.plan, &err) != 0)
+		plan_fail("binding", &err);
+	dpg_topo_free(topo);
+	if (dpg_step_from_env(task_getenv, env, &st.conf, &st.req, &step, &err) == 0)
+		find_ifname(step.master_addr, st.ifname, sizeof(st.ifname));
+	return 0;
+}
+
+/* In the task (still privileged, before exec): bind it to its CPUs. */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	const struct dpg_plan_task *t;
+	uint32_t id = 0;
+	size_t msize = CPU_ALLOC_SIZE(DPG_CPU_MAX);
+	cpu_set_t *mask, *now;
+	unsigned n = 0;
+
+	(void)ac;
+	(void)av;
+	if (!spank_remote(sp) || st.plan == NULL || st.req.bind != DPG_BIND_CLOSEST ||
+	    spank_get_item(sp, S_TASK_ID, &id) != ESPANK_SUCCESS ||
+	    id >= st.plan->ntasks)
+		return 0;
+	t = &st.plan->tasks[id];
+	mask = CPU_ALLOC(DPG_CPU_MAX);
+	now = CPU_ALLOC(DPG_CPU_MAX);
+	if (mask == NULL || now == NULL || sched_getaffinity(0, msize, now) != 0)
+		goto out;
+	CPU_ZERO_S(msize, mask);
+	for (int c = dpg_cpuset_next(&t->cpuset, 0); c >= 0;
+	     c = dpg_cpuset_next(&t->cpuset, (unsigned)c + 1))
+		if (CPU_ISSET_S((unsigned)c, msize, now)) {
+			CPU_SET_S((unsigned)c, msize, mask);
+			n++;
+		}
+	if (n == 0)
+		slurm_error("dpg: task %u: none of its CPUs %s is available here; "
+			    "not bound (does topology_xml= describe this node?)",
+			    id, t->cpus);
+	else if (sched_setaffinity(0, msize, mask) != 0)
+		slurm_error("dpg: task %u: cannot bind to CPUs %s: %s", id, t->cpus,
+			    strerror(errno));
+out:
+	if (mask != NULL)
+		CPU_FREE(mask);
+	if (now != NULL)
+		CPU_FREE(now);
+	return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	(void)sp;
+	(void)ac;
+	(void)av;
+	dpg_plan_free(st.plan);
+	st.plan = NULL;
 	return 0;
 }
 

@@ -1,0 +1,193 @@
+/* bindenv.c - turns one task's row of the node plan into environment
+ * variables, translating GPU indices into the space the task's runtime sees. */
+#include "bindenv.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err)
+{
+	char q[64];
+
+	if (s != NULL && strcmp(s, "closest") == 0)
+		*out = DPG_BIND_CLOSEST;
+	else if (s != NULL && strcmp(s, "none") == 0)
+		*out = DPG_BIND_NONE;
+	else
+		return dpg_errf(err, "invalid binding '%s': expected closest or none",
+				dpg_err_quote(s, q, sizeof(q)));
+	return 0;
+}
+
+static int add(struct dpg_env *out, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int add(struct dpg_env *out, const char *name, const char *fmt, ...)
+{
+	struct dpg_env_var *v;
+	va_list ap;
+	int n;
+
+	if (out->n >= DPG_ENV_MAX || strlen(name) >= sizeof(v->name))
+		return -1;
+	v = &out->v[out->n];
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	va_start(ap, fmt);
+	n = vsnprintf(v->value, sizeof(v->value), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(v->value))
+		return -1;
+	out->n++;
+	return 0;
+}
+
+static bool user_set(dpg_getenv_fn get, void *ctx, const char *name)
+{
+	const char *v = get != NULL ? get(ctx, name) : NULL;
+
+	return v != NULL && *v != '\0';
+}
+
+/* Index of GPU phys among GPUs of its vendor: what CUDA or ROCm numbers it. */
+static int vendor_index(const struct dpg_plan *p, unsigned phys)
+{
+	for (uint32_t i = 0; i < p->ngpus; i++)
+		if (p->gpus[i].index == phys)
+			return (int)p->gpus[i].vendor_index;
+	return -1;
+}
+
+static enum dpg_gpu_vendor task_vendor(const struct dpg_plan *p,
+				       const struct dpg_plan_task *t)
+{
+	for (uint32_t i = 0; i < p->ngpus; i++)
+		if (t->ngpus > 0 && p->gpus[i].index == t->gpu[0])
+			return p->gpus[i].vendor;
+	return DPG_GPU_NVIDIA;
+}
+
+/* The GPUs of the node's tasks in local-rank order, each once. */
+static size_t step_order(const struct dpg_plan *p, enum dpg_gpu_vendor v,
+			 int *order, size_t cap)
+{
+	size_t n = 0;
+
+	for (uint32_t t = 0; t < p->ntasks; t++)
+		for (uint32_t k = 0; k < p->tasks[t].ngpus; k++) {
+			int vi = vendor_index(p, p->tasks[t].gpu[k]);
+			bool seen = false;
+
+			for (size_t j = 0; j < n; j++)
+				seen = seen || order[j] == vi;
+			if (!seen && vi >= 0 && n < cap &&
+			    task_vendor(p, &p->tasks[t]) == v)
+				order[n++] = vi;
+		}
+	return n;
+}
+
+static int gpu_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
+		    const struct dpg_bind_req *req, dpg_getenv_fn get, void *ctx,
+		    struct dpg_env *out, struct dpg_err *err)
+{
+	enum dpg_gpu_vendor v = task_vendor(p, t);
+	const char *var = v == DPG_GPU_AMD ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
+	int own[DPG_TOPO_MAX_GPUS], order[DPG_TOPO_MAX_GPUS];
+	struct dpg_gpu_ns ns;
+	char vis[DPG_ENV_VALUE_MAX];
+	size_t norder;
+
+	for (uint32_t k = 0; k < t->ngpus; k++)
+		own[k] = vendor_index(p, t->gpu[k]);
+	norder = step_order(p, v, order, DPG_TOPO_MAX_GPUS);
+	if (dpg_gpu_ns_from_slurm(get ? get(ctx, "SLURM_STEP_GPUS") : NULL,
+				  get ? get(ctx, var) : NULL, &ns, err) != 0 ||
+	    dpg_gpu_visible(&ns, req->visibility, own, t->ngpus, order, norder,
+			    vis, sizeof(vis), err) != 0)
+		return dpg_err_prefix(err, var);
+	if (add(out, var, "%s", vis) != 0 ||
+	    (v == DPG_GPU_NVIDIA && add(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID") != 0) ||
+	    add(out, "DPG_GPU_VISIBILITY", "%s",
+		req->visibility == DPG_VIS_ORDERED ? "ordered" : "isolate") != 0 ||
+	    add(out, "DPG_GPUS", "%s", t->gpus) != 0)
+		return dpg_errf(err, "internal: environment table overflow");
+	return 0;
+}
+
+/* NCCL wants the same HCA list in every rank of a node: all RDMA NICs the
+ * node's tasks use, exact names, in plan order. */
+static int nccl_hca(const struct dpg_plan *p, char *buf, size_t len)
+{
+	bool used[DPG_TOPO_MAX_NICS] = { false };
+	size_t o = 0;
+
+	for (uint32_t t = 0; t < p->ntasks; t++)
+		for (uint32_t k = 0; k < p->tasks[t].nnics; k++)
+			used[p->tasks[t].nic[k]] = true;
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < p->nnics; i++) {
+		int n;
+
+		if (!used[i] || p->nics[i].kind != DPG_NIC_OPENFABRICS)
+			continue;
+		n = snprintf(buf + o, len - o, "%s%s", o == 0 ? "=" : ",", p->nics[i].name);
+		if (n < 0 || (size_t)n >= len - o)
+			return -1;
+		o += (size_t)n;
+	}
+	return 0;
+}
+
+static int nic_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
+		    const struct dpg_bind_req *req, dpg_getenv_fn get, void *ctx,
+		    struct dpg_env *out)
+{
+	char hca[DPG_ENV_VALUE_MAX];
+	const struct dpg_nic *nic = t->nnics > 0 ? &p->nics[t->nic[0]] : NULL;
+
+	if (add(out, "DPG_NICS", "%s", t->nics) != 0)
+		return -1;
+	if (nic != NULL && nic->kind == DPG_NIC_OPENFABRICS &&
+	    !user_set(get, ctx, "UCX_NET_DEVICES") &&
+	    add(out, "UCX_NET_DEVICES", "%s:1", nic->name) != 0)
+		return -1;
+	if (nccl_hca(p, hca, sizeof(hca)) != 0)
+		return -1;
+	if (hca[0] != '\0' && !user_set(get, ctx, "NCCL_IB_HCA") &&
+	    add(out, "NCCL_IB_HCA", "%s", hca) != 0)
+		return -1;
+	if (req->socket_ifname != NULL && *req->socket_ifname != '\0') {
+		if (!user_set(get, ctx, "NCCL_SOCKET_IFNAME") &&
+		    add(out, "NCCL_SOCKET_IFNAME", "=%s", req->socket_ifname) != 0)
+			return -1;
+		if (!user_set(get, ctx, "GLOO_SOCKET_IFNAME") &&
+		    add(out, "GLOO_SOCKET_IFNAME", "%s", req->socket_ifname) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int dpg_bind_env(const struct dpg_plan *plan, uint32_t local_rank,
+		 const struct dpg_bind_req *req, dpg_getenv_fn get, void *ctx,
+		 struct dpg_env *out, struct dpg_err *err)
+{
+	const struct dpg_plan_task *t;
+	unsigned ncpus;
+
+	if (plan == NULL || local_rank >= plan->ntasks)
+		return dpg_errf(err, "local task %u is not in the node's plan (%u tasks)",
+				local_rank, plan ? plan->ntasks : 0);
+	t = &plan->tasks[local_rank];
+	if (t->ngpus > 0 && gpu_vars(plan, t, req, get, ctx, out, err) != 0)
+		return -1;
+	if (nic_vars(plan, t, req, get, ctx, out) != 0)
+		return dpg_errf(err, "internal: environment table overflow");
+	ncpus = dpg_cpuset_count(&t->cpuset);
+	if (add(out, "DPG_CPUS", "%s", t->cpus) != 0 ||
+	    add(out, "DPG_NUMA", "%d", t->numa) != 0 ||
+	    (plan->policy.bind == DPG_BIND_CLOSEST && ncpus > 0 &&
+	     !user_set(get, ctx, "OMP_NUM_THREADS") &&
+	     add(out, "OMP_NUM_THREADS", "%u", ncpus) != 0))
+		return dpg_errf(err, "internal: environment table overflow");
+	return 0;
+}

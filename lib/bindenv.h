@@ -1,0 +1,28 @@
+/* bindenv.h - the binding part of the contract: from a node's plan to the
+ * variables one task gets (CUDA_VISIBLE_DEVICES, NIC variables, OMP, DPG_*). */
+#ifndef DPG_LIB_BINDENV_H
+#define DPG_LIB_BINDENV_H
+
+#include <stdint.h>
+
+#include "contract.h"
+#include "gpuvis.h"
+#include "plan.h"
+
+struct dpg_bind_req {
+	enum dpg_gpu_visibility visibility;
+	const char *socket_ifname;	/* interface carrying MASTER_ADDR, or NULL */
+};
+
+/* Append task local_rank's binding variables to out.  get/ctx read the task's
+ * environment: Slurm's CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES and
+ * SLURM_STEP_GPUS decide the index space; variables the user set for NICs,
+ * sockets and OpenMP are kept (never overwritten). */
+int dpg_bind_env(const struct dpg_plan *plan, uint32_t local_rank,
+		 const struct dpg_bind_req *req, dpg_getenv_fn get, void *ctx,
+		 struct dpg_env *out, struct dpg_err *err);
+
+/* Parse "closest" / "none". */
+int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err);
+
+#endif

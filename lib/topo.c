@@ -1,0 +1,1067 @@
+/* topo.c - read the node facts the planner needs out of hwloc (an XML file,
+ * an XML buffer, or this machine) into the plain structs of topo.h, plus the
+ * small cpuset, bus-id and PCI-nearness helpers that go with them.
+ *
+ * hwloc is only used inside the loaders: the topology is destroyed before
+ * they return.  No global state; every allocation is bounded by topo.h's
+ * limits; every hwloc and malloc failure is reported through dpg_err. */
+#include "topo.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hwloc.h>
+
+/* ================================================================ cpusets */
+
+#define CPUSET_WORDS (DPG_CPU_MAX / 64)
+
+void dpg_cpuset_zero(struct dpg_cpuset *s)
+{
+	memset(s, 0, sizeof(*s));
+}
+
+void dpg_cpuset_fill(struct dpg_cpuset *s)
+{
+	memset(s, 0xff, sizeof(*s));
+}
+
+void dpg_cpuset_set(struct dpg_cpuset *s, unsigned cpu)
+{
+	if (cpu < DPG_CPU_MAX)
+		s->w[cpu / 64] |= UINT64_C(1) << (cpu % 64);
+}
+
+void dpg_cpuset_clr(struct dpg_cpuset *s, unsigned cpu)
+{
+	if (cpu < DPG_CPU_MAX)
+		s->w[cpu / 64] &= ~(UINT64_C(1) << (cpu % 64));
+}
+
+bool dpg_cpuset_isset(const struct dpg_cpuset *s, unsigned cpu)
+{
+	if (cpu >= DPG_CPU_MAX)
+		return false;
+	return (s->w[cpu / 64] >> (cpu % 64)) & 1u;
+}
+
+unsigned dpg_cpuset_count(const struct dpg_cpuset *s)
+{
+	unsigned n = 0;
+	size_t i;
+
+	for (i = 0; i < CPUSET_WORDS; i++)
+		n += (unsigned)__builtin_popcountll(s->w[i]);
+	return n;
+}
+
+bool dpg_cpuset_empty(const struct dpg_cpuset *s)
+{
+	size_t i;
+
+	for (i = 0; i < CPUSET_WORDS; i++)
+		if (s->w[i] != 0)
+			return false;
+	return true;
+}
+
+int dpg_cpuset_next(const struct dpg_cpuset *s, unsigned from)
+{
+	size_t i;
+
+	if (from >= DPG_CPU_MAX)
+		return -1;
+	i = from / 64;
+	{
+		uint64_t w = s->w[i] & (~UINT64_C(0) << (from % 64));
+
+		if (w != 0)
+			return (int)(i * 64 + (size_t)__builtin_ctzll(w));
+	}
+	for (i++; i < CPUSET_WORDS; i++)
+		if (s->w[i] != 0)
+			return (int)(i * 64 + (size_t)__builtin_ctzll(s->w[i]));
+	return -1;
+}
+
+void dpg_cpuset_and(struct dpg_cpuset *d, const struct dpg_cpuset *a,
+		    const struct dpg_cpuset *b)
+{
+	size_t i;
+
+	for (i = 0; i < CPUSET_WORDS; i++)
+		d->w[i] = a->w[i] & b->w[i];
+}
+
+void dpg_cpuset_or(struct dpg_cpuset *d, const struct dpg_cpuset *a,
+		   const struct dpg_cpuset *b)
+{
+	size_t i;
+
+	for (i = 0; i < CPUSET_WORDS; i++)
+		d->w[i] = a->w[i] | b->w[i];
+}
+
+bool dpg_cpuset_intersects(const struct dpg_cpuset *a,
+			   const struct dpg_cpuset *b)
+{
+	size_t i;
+
+	for (i = 0; i < CPUSET_WORDS; i++)
+		if (a->w[i] & b->w[i])
+			return true;
+	return false;
+}
+
+bool dpg_cpuset_subset(const struct dpg_cpuset *sub,
+		       const struct dpg_cpuset *super)
+{
+	size_t i;
+
+	for (i = 0; i < CPUSET_WORDS; i++)
+		if (sub->w[i] & ~super->w[i])
+			return false;
+	return true;
+}
+
+bool dpg_cpuset_equal(const struct dpg_cpuset *a, const struct dpg_cpuset *b)
+{
+	return memcmp(a->w, b->w, sizeof(a->w)) == 0;
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* Decimal number < DPG_CPU_MAX at *pp; advances *pp. */
+static int parse_cpu_num(const char **pp, unsigned *out)
+{
+	const char *p = *pp;
+	unsigned long v = 0;
+
+	if (!is_digit(*p))
+		return -1;
+	while (is_digit(*p)) {
+		v = v * 10 + (unsigned long)(*p - '0');
+		if (v >= DPG_CPU_MAX)
+			return -2;
+		p++;
+	}
+	*pp = p;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int dpg_cpuset_parse(const char *list, struct dpg_cpuset *out,
+		     struct dpg_err *err)
+{
+	char q[96];
+	const char *p = list;
+
+	if (list == NULL || out == NULL)
+		return dpg_errf(err, "cpu list: no input");
+	dpg_cpuset_zero(out);
+	while (is_blank(*p))
+		p++;
+	if (*p == '\0')
+		return 0;
+	for (;;) {
+		unsigned lo, hi, c;
+		int rc;
+
+		while (is_blank(*p))
+			p++;
+		rc = parse_cpu_num(&p, &lo);
+		if (rc == 0) {
+			hi = lo;
+			if (*p == '-') {
+				p++;
+				rc = parse_cpu_num(&p, &hi);
+			}
+		}
+		if (rc == -2)
+			return dpg_errf(err, "cpu list \"%s\": CPU number too large (max %d)",
+					dpg_err_quote(list, q, sizeof(q)), DPG_CPU_MAX - 1);
+		if (rc != 0)
+			return dpg_errf(err, "cpu list \"%s\": expected a CPU number at offset %zu",
+					dpg_err_quote(list, q, sizeof(q)), (size_t)(p - list));
+		if (hi < lo)
+			return dpg_errf(err, "cpu list \"%s\": descending range %u-%u",
+					dpg_err_quote(list, q, sizeof(q)), lo, hi);
+		for (c = lo; c <= hi; c++)
+			dpg_cpuset_set(out, c);
+		while (is_blank(*p))
+			p++;
+		if (*p == '\0')
+			return 0;
+		if (*p != ',')
+			return dpg_errf(err, "cpu list \"%s\": unexpected character at offset %zu",
+					dpg_err_quote(list, q, sizeof(q)), (size_t)(p - list));
+		p++;
+	}
+}
+
+int dpg_cpuset_format(const struct dpg_cpuset *s, char *buf, size_t len,
+		      struct dpg_err *err)
+{
+	size_t o = 0;
+	int c;
+
+	if (buf == NULL || len == 0)
+		return dpg_errf(err, "cpu list: no output buffer");
+	buf[0] = '\0';
+	c = dpg_cpuset_next(s, 0);
+	while (c >= 0) {
+		int e = c, n;
+
+		while (e + 1 < DPG_CPU_MAX && dpg_cpuset_isset(s, (unsigned)e + 1))
+			e++;
+		if (e == c)
+			n = snprintf(buf + o, len - o, "%s%d", o ? "," : "", c);
+		else
+			n = snprintf(buf + o, len - o, "%s%d-%d", o ? "," : "", c, e);
+		if (n < 0 || (size_t)n >= len - o) {
+			buf[o] = '\0';
+			return dpg_errf(err, "cpu list does not fit in %zu bytes", len);
+		}
+		o += (size_t)n;
+		if (e + 1 >= DPG_CPU_MAX)
+			break;
+		c = dpg_cpuset_next(s, (unsigned)e + 1);
+	}
+	return 0;
+}
+
+/* ================================================================ bus ids */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* 1..maxd hex digits at *pp, value in *v; advances *pp. */
+static int parse_hex(const char **pp, unsigned maxd, uint32_t *v)
+{
+	const char *p = *pp;
+	uint32_t x = 0;
+	unsigned n = 0;
+
+	while (hexval(*p) >= 0) {
+		if (++n > maxd)
+			return -1;
+		x = (x << 4) | (uint32_t)hexval(*p);
+		p++;
+	}
+	if (n == 0)
+		return -1;
+	*pp = p;
+	*v = x;
+	return 0;
+}
+
+int dpg_busid_parse(const char *s, uint32_t *domain, uint8_t *bus,
+		    uint8_t *dev, uint8_t *func, struct dpg_err *err)
+{
+	char q[64];
+	const char *p = s;
+	uint32_t a, b, c, d = 0, f;
+	bool have_domain = false;
+
+	if (s == NULL)
+		return dpg_errf(err, "PCI bus id: no input");
+	if (parse_hex(&p, 8, &a) != 0 || *p != ':')
+		goto bad;
+	p++;
+	if (parse_hex(&p, 2, &b) != 0)
+		goto bad;
+	if (*p == ':') {	/* domain:bus:dev.func */
+		p++;
+		have_domain = true;
+		if (parse_hex(&p, 2, &c) != 0)
+			goto bad;
+	} else {
+		c = b;
+		b = a;
+	}
+	if (*p != '.')
+		goto bad;
+	p++;
+	if (parse_hex(&p, 1, &f) != 0 || *p != '\0')
+		goto bad;
+	if (have_domain)
+		d = a;
+	if (b > 0xff || c > 0x1f || f > 7)
+		goto bad;
+	*domain = d;
+	*bus = (uint8_t)b;
+	*dev = (uint8_t)c;
+	*func = (uint8_t)f;
+	return 0;
+bad:
+	return dpg_errf(err, "\"%s\" is not a PCI bus id (expected dddd:bb:dd.f)",
+			dpg_err_quote(s, q, sizeof(q)));
+}
+
+int dpg_topo_find_gpu(const struct dpg_topo *t, const char *s,
+		      struct dpg_err *err)
+{
+	char q[64];
+	uint32_t dom;
+	uint8_t bus, dev, fn;
+	uint32_t i;
+
+	if (dpg_busid_parse(s, &dom, &bus, &dev, &fn, err) != 0)
+		return -1;
+	for (i = 0; i < t->ngpus; i++) {
+		const struct dpg_pci_loc *l = &t->gpus[i].pci;
+
+		if (l->domain == dom && l->bus == bus && l->dev == dev &&
+		    l->func == fn)
+			return (int)i;
+	}
+	dpg_errf(err, "no GPU at PCI %s on this node",
+		 dpg_err_quote(s, q, sizeof(q)));
+	return -1;
+}
+
+/* ================================================================ nearness */
+
+enum dpg_near dpg_pci_near(const struct dpg_pci_loc *a,
+			   const struct dpg_pci_loc *b, unsigned *hops)
+{
+	uint32_t n = 0, lim;
+
+	if (hops != NULL)
+		*hops = 0;
+	if (a->domain == b->domain && a->bus == b->bus && a->dev == b->dev &&
+	    a->func == b->func && a->depth == b->depth &&
+	    (a->depth == 0 || a->path[a->depth - 1] == b->path[b->depth - 1]))
+		return DPG_NEAR_SAME;
+	lim = a->depth < b->depth ? a->depth : b->depth;
+	while (n < lim && a->path[n] == b->path[n])
+		n++;
+	if (n > 0) {
+		/* path[n-1] is the nearest common bridge */
+		if (hops != NULL)
+			*hops = (a->depth - n) + (b->depth - n) + 2;
+		if (a->host_mask & (UINT32_C(1) << (n - 1)))
+			return DPG_NEAR_HOSTBRIDGE;
+		return DPG_NEAR_SWITCH;
+	}
+	if (a->numa >= 0 && a->numa == b->numa)
+		return DPG_NEAR_NUMA;
+	if (a->package >= 0 && a->package == b->package)
+		return DPG_NEAR_PACKAGE;
+	return DPG_NEAR_MACHINE;
+}
+
+const char *dpg_near_name(enum dpg_near n)
+{
+	switch (n) {
+	case DPG_NEAR_SAME: return "same-device";
+	case DPG_NEAR_SWITCH: return "switch";
+	case DPG_NEAR_HOSTBRIDGE: return "hostbridge";
+	case DPG_NEAR_NUMA: return "numa";
+	case DPG_NEAR_PACKAGE: return "package";
+	case DPG_NEAR_MACHINE: return "machine";
+	}
+	return "?";
+}
+
+const char *dpg_nic_kind_name(enum dpg_nic_kind k)
+{
+	switch (k) {
+	case DPG_NIC_OPENFABRICS: return "openfabrics";
+	case DPG_NIC_SLINGSHOT: return "slingshot";
+	case DPG_NIC_ETHERNET: return "ethernet";
+	}
+	return "?";
+}
+
+const char *dpg_gpu_vendor_name(enum dpg_gpu_vendor v)
+{
+	switch (v) {
+	case DPG_GPU_NVIDIA: return "nvidia";
+	case DPG_GPU_AMD: return "amd";
+	}
+	return "?";
+}
+
+/* ================================================================ loading */
+
+#define PCI_VENDOR_NVIDIA 0x10de
+#define PCI_VENDOR_AMD 0x1002
+#define PCI_VENDOR_HPE_CRAY 0x17db	/* Slingshot (Cassini) NICs */
+#define PCI_CLASS_ETHERNET 0x0200
+#define XML_BUFFER_MAX (256u * 1024u * 1024u)
+
+/* Work state of one extraction (no globals). */
+struct load_ctx {
+	hwloc_topology_t h;
+	struct dpg_topo *t;
+	struct dpg_err *err;
+	int16_t pu_numa[DPG_CPU_MAX];	/* PU os index -> numa[] index or -1 */
+	int16_t pu_pkg[DPG_CPU_MAX];	/* PU os index -> packages[] index or -1 */
+};
+
+void dpg_topo_free(struct dpg_topo *t)
+{
+	if (t == NULL)
+		return;
+	free(t->packages);
+	free(t->numa);
+	free(t->cores);
+	free(t->pus);
+	free(t);
+}
+
+/* Copy an hwloc bitmap of PU os indices; fails on an index >= DPG_CPU_MAX
+ * (or an infinite set). */
+static int copy_cpuset(struct load_ctx *cx, hwloc_const_cpuset_t src,
+		       struct dpg_cpuset *dst, const char *what)
+{
+	int i;
+
+	dpg_cpuset_zero(dst);
+	if (src == NULL)
+		return 0;
+	for (i = hwloc_bitmap_first(src); i >= 0; i = hwloc_bitmap_next(src, i)) {
+		if (i >= DPG_CPU_MAX)
+			return dpg_errf(cx->err, "%s has CPU %d: dpg supports CPU numbers below %d",
+					what, i, DPG_CPU_MAX);
+		dpg_cpuset_set(dst, (unsigned)i);
+	}
+	return 0;
+}
+
+static int load_packages(struct load_ctx *cx)
+{
+	struct dpg_topo *t = cx->t;
+	int n = hwloc_get_nbobjs_by_type(cx->h, HWLOC_OBJ_PACKAGE);
+	int i;
+
+	if (n < 0)
+		n = 0;
+	if (n > DPG_TOPO_MAX_PACKAGES)
+		return dpg_errf(cx->err, "topology has %d packages: dpg supports at most %d",
+				n, DPG_TOPO_MAX_PACKAGES);
+	if (n == 0)
+		return 0;
+	t->packages = calloc((size_t)n, sizeof(*t->packages));
+	if (t->packages == NULL)
+		return dpg_errf(cx->err, "out of memory (%d packages)", n);
+	for (i = 0; i < n; i++) {
+		hwloc_obj_t o = hwloc_get_obj_by_type(cx->h, HWLOC_OBJ_PACKAGE, (unsigned)i);
+
+		if (o == NULL)
+			return dpg_errf(cx->err, "hwloc lost package %d", i);
+		t->packages[i].os_index = o->os_index;
+		if (copy_cpuset(cx, o->cpuset, &t->packages[i].cpus, "a package") != 0)
+			return -1;
+	}
+	t->npackages = (uint32_t)n;
+	return 0;
+}
+
+static int load_numa(struct load_ctx *cx)
+{
+	struct dpg_topo *t = cx->t;
+	int n = hwloc_get_nbobjs_by_type(cx->h, HWLOC_OBJ_NUMANODE);
+	int i;
+
+	if (n < 0)
+		n = 0;
+	if (n > DPG_TOPO_MAX_NUMA)
+		return dpg_errf(cx->err, "topology has %d NUMA nodes: dpg supports at most %d",
+				n, DPG_TOPO_MAX_NUMA);
+	if (n == 0)
+		return 0;
+	t->numa = calloc((size_t)n, sizeof(*t->numa));
+	if (t->numa == NULL)
+		return dpg_errf(cx->err, "out of memory (%d NUMA nodes)", n);
+	for (i = 0; i < n; i++) {
+		hwloc_obj_t o = hwloc_get_obj_by_type(cx->h, HWLOC_OBJ_NUMANODE, (unsigned)i);
+
+		if (o == NULL)
+			return dpg_errf(cx->err, "hwloc lost NUMA node %d", i);
+		t->numa[i].os_index = o->os_index;
+		t->numa[i].package = -1;
+		if (copy_cpuset(cx, o->cpuset, &t->numa[i].cpus, "a NUMA node") != 0)
+			return -1;
+	}
+	t->nnuma = (uint32_t)n;
+	return 0;
+}
+
+/* The unique value of map[] over the PUs of s, or -1 when they disagree,
+ * one is -1, or s is empty. */
+static int unique_over(const int16_t *map, const struct dpg_cpuset *s)
+{
+	int c, v = -2;
+
+	for (c = dpg_cpuset_next(s, 0); c >= 0; c = dpg_cpuset_next(s, (unsigned)c + 1)) {
+		if (v == -2)
+			v = map[c];
+		else if (v != map[c])
+			return -1;
+		if (v < 0)
+			return -1;
+	}
+	return v < 0 ? -1 : v;
+}
+
+/* PU -> package and PU -> nearest NUMA node maps; then cores and PUs. */
+static int load_cpus(struct load_ctx *cx)
+{
+	struct dpg_topo *t = cx->t;
+	int npu = hwloc_get_nbobjs_by_type(cx->h, HWLOC_OBJ_PU);
+	hwloc_obj_t prev_core = NULL;
+	unsigned weight[DPG_TOPO_MAX_NUMA];
+	uint32_t i;
+	int k;
+
+	for (k = 0; k < DPG_CPU_MAX; k++) {
+		cx->pu_numa[k] = -1;
+		cx->pu_pkg[k] = -1;
+	}
+	for (i = 0; i < t->npackages; i++) {
+		const struct dpg_cpuset *s = &t->packages[i].cpus;
+
+		for (k = dpg_cpuset_next(s, 0); k >= 0; k = dpg_cpuset_next(s, (unsigned)k + 1))
+			if (cx->pu_pkg[k] < 0)
+				cx->pu_pkg[k] = (int16_t)i;
+	}
+	/* a PU's NUMA node: the smallest (then first) one holding it, so a
+	 * machine-wide memory-only node never hides the local one */
+	for (i = 0; i < t->nnuma; i++)
+		weight[i] = dpg_cpuset_count(&t->numa[i].cpus);
+	for (i = 0; i < t->nnuma; i++) {
+		const struct dpg_cpuset *s = &t->numa[i].cpus;
+
+		for (k = dpg_cpuset_next(s, 0); k >= 0; k = dpg_cpuset_next(s, (unsigned)k + 1))
+			if (cx->pu_numa[k] < 0 || weight[cx->pu_numa[k]] > weight[i])
+				cx->pu_numa[k] = (int16_t)i;
+	}
+	for (i = 0; i < t->nnuma; i++)
+		t->numa[i].package = unique_over(cx->pu_pkg, &t->numa[i].cpus);
+
+	if (npu <= 0)
+		return dpg_errf(cx->err, "topology has no PU (processing unit)");
+	if (npu > DPG_CPU_MAX)
+		return dpg_errf(cx->err, "topology has %d PUs: dpg supports at most %d",
+				npu, DPG_CPU_MAX);
+	t->pus = calloc((size_t)npu, sizeof(*t->pus));
+	t->cores = calloc((size_t)npu, sizeof(*t->cores));
+	if (t->pus == NULL || t->cores == NULL)
+		return dpg_errf(cx->err, "out of memory (%d PUs)", npu);
+	for (k = 0; k < npu; k++) {
+		hwloc_obj_t pu = hwloc_get_obj_by_type(cx->h, HWLOC_OBJ_PU, (unsigned)k);
+		hwloc_obj_t core;
+		unsigned os;
+
+		if (pu == NULL)
+			return dpg_errf(cx->err, "hwloc lost PU %d", k);
+		os = pu->os_index;
+		if (os >= DPG_CPU_MAX)
+			return dpg_errf(cx->err, "topology has CPU %u: dpg supports CPU numbers below %d",
+					os, DPG_CPU_MAX);
+		if (dpg_cpuset_isset(&t->complete, os))
+			return dpg_errf(cx->err, "topology lists CPU %u twice", os);
+		dpg_cpuset_set(&t->complete, os);
+		core = hwloc_get_ancestor_obj_by_type(cx->h, HWLOC_OBJ_CORE, pu);
+		if (core == NULL || core != prev_core || t->ncores == 0) {
+			struct dpg_core *c = &t->cores[t->ncores++];
+
+			c->pu_first = t->npus;
+			c->npus = 0;
+			c->package = cx->pu_pkg[os];
+			c->numa = cx->pu_numa[os];
+		}
+		prev_core = core;
+		t->cores[t->ncores - 1].npus++;
+		t->pus[t->npus++] = os;
+	}
+	return 0;
+}
+
+/* Bridges above a PCI device, and the PUs near it. */
+static void fill_pci_loc(struct load_ctx *cx, hwloc_obj_t pci,
+			 struct dpg_pci_loc *l)
+{
+	const struct hwloc_pcidev_attr_s *a = &pci->attr->pcidev;
+	hwloc_obj_t p, local;
+	uint32_t depth = 0, i;
+	struct dpg_cpuset near;
+
+	memset(l, 0, sizeof(*l));
+	l->domain = a->domain;
+	l->bus = a->bus;
+	l->dev = a->dev;
+	l->func = a->func;
+	l->vendor_id = a->vendor_id;
+	l->device_id = a->device_id;
+	l->class_id = a->class_id;
+	snprintf(l->busid, sizeof(l->busid), "%04x:%02x:%02x.%01x",
+		 (unsigned)a->domain, (unsigned)a->bus, (unsigned)a->dev,
+		 (unsigned)a->func);
+	/* walk ->parent ourselves (hwloc's common-ancestor helper is not safe
+	 * on I/O objects); count first, then store the top levels */
+	for (p = pci->parent; p != NULL && hwloc_obj_type_is_io(p->type); p = p->parent)
+		depth++;
+	l->depth = depth < DPG_TOPO_PCI_DEPTH ? depth : DPG_TOPO_PCI_DEPTH;
+	i = depth;
+	for (p = pci->parent; p != NULL && hwloc_obj_type_is_io(p->type); p = p->parent) {
+		i--;
+		if (i < DPG_TOPO_PCI_DEPTH) {
+			l->path[i] = p->gp_index;
+			if (p->type == HWLOC_OBJ_BRIDGE &&
+			    p->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST)
+				l->host_mask |= UINT32_C(1) << i;
+		}
+	}
+	local = hwloc_get_non_io_ancestor_obj(cx->h, pci);
+	l->numa = -1;
+	l->package = -1;
+	if (local != NULL && copy_cpuset(cx, local->cpuset, &near, "a device locality") == 0) {
+		l->numa = unique_over(cx->pu_numa, &near);
+		l->package = unique_over(cx->pu_pkg, &near);
+	}
+}
+
+static hwloc_obj_t pci_of(hwloc_obj_t o)
+{
+	for (o = o->parent; o != NULL; o = o->parent) {
+		if (o->type == HWLOC_OBJ_PCI_DEVICE)
+			return o;
+		if (!hwloc_obj_type_is_io(o->type))
+			return NULL;
+	}
+	return NULL;
+}
+
+static void copy_name(char *dst, const char *src)
+{
+	snprintf(dst, DPG_NAME_LEN, "%s", src != NULL ? src : "");
+}
+
+/* First OS device of the given type directly below pci (NULL if none). */
+static hwloc_obj_t child_osdev(hwloc_obj_t pci, hwloc_obj_osdev_type_t type)
+{
+	hwloc_obj_t c;
+
+	for (c = pci->io_first_child; c != NULL; c = c->next_sibling)
+		if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == type &&
+		    c->name != NULL)
+			return c;
+	return NULL;
+}
+
+static bool is_gpu(const struct hwloc_pcidev_attr_s *a, enum dpg_gpu_vendor *v)
+{
+	if (a->vendor_id == PCI_VENDOR_NVIDIA &&
+	    (a->class_id == 0x0300 || a->class_id == 0x0302)) {
+		*v = DPG_GPU_NVIDIA;
+		return true;
+	}
+	if (a->vendor_id == PCI_VENDOR_AMD &&
+	    (a->class_id == 0x0300 || a->class_id == 0x0380 || a->class_id == 0x1200)) {
+		*v = DPG_GPU_AMD;
+		return true;
+	}
+	return false;
+}
+
+static const char *gpu_osdev_name(hwloc_obj_t pci)
+{
+	static const char *const pref[] = { "nvml", "rsmi", "cuda" };
+	size_t i;
+	hwloc_obj_t c;
+
+	for (i = 0; i < sizeof(pref) / sizeof(pref[0]); i++)
+		for (c = pci->io_first_child; c != NULL; c = c->next_sibling)
+			if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != NULL &&
+			    strncmp(c->name, pref[i], strlen(pref[i])) == 0)
+				return c->name;
+	return "";
+}
+
+static int load_gpus(struct load_ctx *cx)
+{
+	struct dpg_topo *t = cx->t;
+	hwloc_obj_t o = NULL;
+
+	while ((o = hwloc_get_next_pcidev(cx->h, o)) != NULL) {
+		enum dpg_gpu_vendor v;
+		struct dpg_gpu *g;
+
+		if (!is_gpu(&o->attr->pcidev, &v))
+			continue;
+		if (t->ngpus >= DPG_TOPO_MAX_GPUS)
+			return dpg_errf(cx->err, "topology has more than %d GPUs",
+					DPG_TOPO_MAX_GPUS);
+		g = &t->gpus[t->ngpus++];
+		fill_pci_loc(cx, o, &g->pci);
+		g->vendor = v;
+		copy_name(g->osdev, gpu_osdev_name(o));
+	}
+	return 0;
+}
+
+static bool nic_on_pci(const struct dpg_topo *t, const struct dpg_pci_loc *l)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->nnics; i++) {
+		const struct dpg_pci_loc *m = &t->nics[i].pci;
+
+		if (m->domain == l->domain && m->bus == l->bus && m->dev == l->dev &&
+		    m->func == l->func)
+			return true;
+	}
+	return false;
+}
+
+static int add_nic(struct load_ctx *cx, hwloc_obj_t pci, enum dpg_nic_kind kind,
+		   const char *name, const char *netdev)
+{
+	struct dpg_topo *t = cx->t;
+	struct dpg_nic *n;
+
+	if (t->nnics >= DPG_TOPO_MAX_NICS) {
+		if (kind == DPG_NIC_ETHERNET)
+			return 1;	/* fallback NICs beyond the limit are dropped */
+		return dpg_errf(cx->err, "topology has more than %d RDMA NICs",
+				DPG_TOPO_MAX_NICS);
+	}
+	n = &t->nics[t->nnics];
+	fill_pci_loc(cx, pci, &n->pci);
+	n->kind = kind;
+	copy_name(n->name, name);
+	copy_name(n->netdev, netdev);
+	t->nnics++;
+	return 0;
+}
+
+static int load_nics(struct load_ctx *cx)
+{
+	struct dpg_topo *t = cx->t;
+	hwloc_obj_t o = NULL;
+
+	/* 1. RDMA verbs devices (mlx5_*, hfi1_*, EFA rdmap*) on a PCI function;
+	 *    soft devices (rxe, siw) have no PCI parent and are skipped */
+	while ((o = hwloc_get_next_osdev(cx->h, o)) != NULL) {
+		hwloc_obj_t pci, net;
+
+		if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS || o->name == NULL)
+			continue;
+		pci = pci_of(o);
+		if (pci == NULL)
+			continue;
+		net = child_osdev(pci, HWLOC_OBJ_OSDEV_NETWORK);
+		if (add_nic(cx, pci, DPG_NIC_OPENFABRICS, o->name,
+			    net != NULL ? net->name : "") != 0)
+			return -1;
+	}
+	/* 2. HPE Slingshot (Cassini): a network-class PCI function of vendor
+	 *    0x17db; it has no verbs device, its name is its interface (hsiN) */
+	o = NULL;
+	while ((o = hwloc_get_next_pcidev(cx->h, o)) != NULL) {
+		const struct hwloc_pcidev_attr_s *a = &o->attr->pcidev;
+		struct dpg_pci_loc l;
+		hwloc_obj_t net;
+
+		if (a->vendor_id != PCI_VENDOR_HPE_CRAY || (a->class_id >> 8) != 0x02)
+			continue;
+		fill_pci_loc(cx, o, &l);
+		if (nic_on_pci(t, &l))
+			continue;
+		net = child_osdev(o, HWLOC_OBJ_OSDEV_NETWORK);
+		if (add_nic(cx, o, DPG_NIC_SLINGSHOT, net != NULL ? net->name : l.busid,
+			    net != NULL ? net->name : "") != 0)
+			return -1;
+	}
+	t->nrdma = t->nnics;
+	/* 3. plain Ethernet interfaces (fallback only): network OS devices on an
+	 *    Ethernet-class PCI function that holds no RDMA NIC */
+	o = NULL;
+	while ((o = hwloc_get_next_osdev(cx->h, o)) != NULL) {
+		hwloc_obj_t pci;
+		struct dpg_pci_loc l;
+		int rc;
+
+		if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK || o->name == NULL)
+			continue;
+		pci = pci_of(o);
+		if (pci == NULL || pci->attr->pcidev.class_id != PCI_CLASS_ETHERNET)
+			continue;
+		fill_pci_loc(cx, pci, &l);
+		if (nic_on_pci(t, &l))
+			continue;
+		rc = add_nic(cx, pci, DPG_NIC_ETHERNET, o->name, o->name);
+		if (rc < 0)
+			return -1;
+		if (rc > 0)
+			break;
+	}
+	return 0;
+}
+
+static int cmp_loc(const struct dpg_pci_loc *a, const struct dpg_pci_loc *b)
+{
+	if (a->domain != b->domain)
+		return a->domain < b->domain ? -1 : 1;
+	if (a->bus != b->bus)
+		return a->bus < b->bus ? -1 : 1;
+	if (a->dev != b->dev)
+		return a->dev < b->dev ? -1 : 1;
+	if (a->func != b->func)
+		return a->func < b->func ? -1 : 1;
+	return 0;
+}
+
+static int cmp_gpu(const void *x, const void *y)
+{
+	const struct dpg_gpu *a = x, *b = y;
+
+	return cmp_loc(&a->pci, &b->pci);
+}
+
+static int cmp_nic(const void *x, const void *y)
+{
+	const struct dpg_nic *a = x, *b = y;
+	int c = cmp_loc(&a->pci, &b->pci);
+
+	if (c != 0)
+		return c;
+	return strcmp(a->name, b->name);
+}
+
+static void finish(struct dpg_topo *t)
+{
+	unsigned per_vendor[3] = { 0, 0, 0 };
+	uint32_t i;
+
+	qsort(t->gpus, t->ngpus, sizeof(t->gpus[0]), cmp_gpu);
+	for (i = 0; i < t->ngpus; i++) {
+		t->gpus[i].index = i;
+		t->gpus[i].vendor_index = per_vendor[t->gpus[i].vendor % 3]++;
+	}
+	qsort(t->nics, t->nrdma, sizeof(t->nics[0]), cmp_nic);
+	qsort(t->nics + t->nrdma, t->nnics - t->nrdma, sizeof(t->nics[0]), cmp_nic);
+	for (i = 0; i < t->nnics; i++)
+		t->nics[i].index = i;
+}
+
+static int extract(hwloc_topology_t h, const char *source, struct dpg_topo **out,
+		   struct dpg_err *err)
+{
+	struct load_ctx *cx;
+	struct dpg_topo *t;
+	hwloc_const_cpuset_t allowed;
+	int rc = -1;
+
+	cx = calloc(1, sizeof(*cx));
+	t = calloc(1, sizeof(*t));
+	if (cx == NULL || t == NULL) {
+		free(cx);
+		free(t);
+		return dpg_errf(err, "out of memory loading the topology");
+	}
+	cx->h = h;
+	cx->t = t;
+	cx->err = err;
+	snprintf(t->source, sizeof(t->source), "%s", source);
+	if (load_packages(cx) != 0 || load_numa(cx) != 0 || load_cpus(cx) != 0)
+		goto out;
+	allowed = hwloc_topology_get_allowed_cpuset(h);
+	if (copy_cpuset(cx, allowed, &t->allowed, "the allowed cpuset") != 0)
+		goto out;
+	dpg_cpuset_and(&t->allowed, &t->allowed, &t->complete);
+	if (load_gpus(cx) != 0 || load_nics(cx) != 0)
+		goto out;
+	finish(t);
+	*out = t;
+	t = NULL;
+	rc = 0;
+out:
+	dpg_topo_free(t);
+	free(cx);
+	return rc;
+}
+
+static int setup(hwloc_topology_t *h, struct dpg_err *err)
+{
+	if (hwloc_topology_init(h) != 0)
+		return dpg_errf(err, "hwloc_topology_init failed: %s", strerror(errno));
+	/* see every PU (reserved ones too: intersected with allowed later) and
+	 * keep the I/O objects, which XML loading drops by default */
+	if (hwloc_topology_set_flags(*h, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0 ||
+	    hwloc_topology_set_io_types_filter(*h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0 ||
+	    /* every PCI function: our class checks decide, not hwloc's list */
+	    hwloc_topology_set_type_filter(*h, HWLOC_OBJ_PCI_DEVICE,
+					   HWLOC_TYPE_FILTER_KEEP_ALL) != 0) {
+		int e = errno;
+
+		hwloc_topology_destroy(*h);
+		return dpg_errf(err, "hwloc configuration failed: %s", strerror(e));
+	}
+	return 0;
+}
+
+/* Why a load failed: hwloc 2.x cannot read the XML v3 that hwloc 3 writes. */
+static const char *xml_hint(const char *head, size_t len)
+{
+	size_t i;
+	static const char v3[] = "version=\"3.";
+
+	for (i = 0; i + sizeof(v3) - 1 <= len; i++)
+		if (memcmp(head + i, v3, sizeof(v3) - 1) == 0)
+			return " (XML v3 from hwloc >= 3: export it with hwloc 2.x, e.g. lstopo --export-xml-flags v2 or from hwloc 2)";
+	return "";
+}
+
+int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
+		      struct dpg_err *err)
+{
+	char q[200], head[4096];
+	hwloc_topology_t h;
+	size_t n;
+	FILE *f;
+	int rc;
+
+	if (out == NULL)
+		return dpg_errf(err, "dpg_topo_load_xml: no output");
+	*out = NULL;
+	if (path == NULL || path[0] == '\0')
+		return dpg_errf(err, "topology XML: no file name");
+	f = fopen(path, "r");
+	if (f == NULL)
+		return dpg_errf(err, "cannot open topology XML \"%s\": %s",
+				dpg_err_quote(path, q, sizeof(q)), strerror(errno));
+	n = fread(head, 1, sizeof(head), f);
+	fclose(f);
+	if (n == 0)
+		return dpg_errf(err, "topology XML \"%s\" is empty or unreadable",
+				dpg_err_quote(path, q, sizeof(q)));
+	if (setup(&h, err) != 0)
+		return -1;
+	if (hwloc_topology_set_xml(h, path) != 0) {
+		int e = errno;
+
+		hwloc_topology_destroy(h);
+		return dpg_errf(err, "hwloc cannot use topology XML \"%s\": %s",
+				dpg_err_quote(path, q, sizeof(q)), strerror(e));
+	}
+	if (hwloc_topology_load(h) != 0) {
+		hwloc_topology_destroy(h);
+		return dpg_errf(err, "hwloc cannot load topology XML \"%s\": malformed or unsupported%s",
+				dpg_err_quote(path, q, sizeof(q)), xml_hint(head, n));
+	}
+	{
+		char src[sizeof(((struct dpg_topo *)0)->source)];
+
+		snprintf(src, sizeof(src), "xml:%s", path);
+		rc = extract(h, src, out, err);
+	}
+	hwloc_topology_destroy(h);
+	return rc;
+}
+
+int dpg_topo_load_xml_buffer(const char *buf, size_t len, struct dpg_topo **out,
+			     struct dpg_err *err)
+{
+	hwloc_topology_t h;
+	char *copy;
+	int rc;
+
+	if (out == NULL)
+		return dpg_errf(err, "dpg_topo_load_xml_buffer: no output");
+	*out = NULL;
+	if (buf == NULL || len == 0)
+		return dpg_errf(err, "topology XML buffer is empty");
+	if (len > XML_BUFFER_MAX)
+		return dpg_errf(err, "topology XML buffer of %zu bytes exceeds %u",
+				len, XML_BUFFER_MAX);
+	/* hwloc wants the terminating NUL counted in the size */
+	copy = malloc(len + 1);
+	if (copy == NULL)
+		return dpg_errf(err, "out of memory (%zu-byte XML buffer)", len);
+	memcpy(copy, buf, len);
+	copy[len] = '\0';
+	if (setup(&h, err) != 0) {
+		free(copy);
+		return -1;
+	}
+	if (hwloc_topology_set_xmlbuffer(h, copy, (int)len + 1) != 0 ||
+	    hwloc_topology_load(h) != 0) {
+		hwloc_topology_destroy(h);
+		rc = dpg_errf(err, "hwloc cannot load the topology XML buffer: malformed or unsupported%s",
+			      xml_hint(copy, len < 4096 ? len : 4096));
+		free(copy);
+		return rc;
+	}
+	rc = extract(h, "xml-buffer", out, err);
+	hwloc_topology_destroy(h);
+	free(copy);
+	return rc;
+}
+
+int dpg_topo_load_live(struct dpg_topo **out, struct dpg_err *err)
+{
+#if HWLOC_API_VERSION >= 0x00020100
+	/* vendor backends open GPU drivers / runtimes: they may hang or
+	 * initialise a GPU context inside slurmstepd */
+	static const char *const banned[] = {
+		"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl",
+	};
+	hwloc_topology_t h;
+	size_t i;
+	int rc;
+
+	if (out == NULL)
+		return dpg_errf(err, "dpg_topo_load_live: no output");
+	*out = NULL;
+	if (setup(&h, err) != 0)
+		return -1;
+	for (i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
+		errno = 0;
+		if (hwloc_topology_set_components(h, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+						  banned[i]) != 0) {
+			int e = errno;
+
+			/* EINVAL: this hwloc has no such component, nothing to stop */
+			if (e == EINVAL)
+				continue;
+			hwloc_topology_destroy(h);
+			return dpg_errf(err, "hwloc cannot blacklist its %s component: %s",
+					banned[i], strerror(e));
+		}
+	}
+	if (hwloc_topology_load(h) != 0) {
+		int e = errno;
+
+		hwloc_topology_destroy(h);
+		return dpg_errf(err, "hwloc cannot discover this machine: %s", strerror(e));
+	}
+	rc = extract(h, "live", out, err);
+	hwloc_topology_destroy(h);
+	return rc;
+#else
+	(void)out;
+	return dpg_errf(err, "live topology needs hwloc >= 2.1 (to keep its GPU backends off); use topology_xml=");
+#endif
+}
