@@ -114,6 +114,14 @@ static int gpu_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 	return 0;
 }
 
+/* Verbs NICs that UCX and NCCL's IB transport drive.  AWS EFA (PCI vendor
+ * 0x1d0f) is an OpenFabrics device too, but NCCL reaches it through the
+ * aws-ofi-nccl plugin and UCX does not use it: naming it would only hurt. */
+static bool verbs_nic(const struct dpg_nic *n)
+{
+	return n->kind == DPG_NIC_OPENFABRICS && n->pci.vendor_id != 0x1d0f;
+}
+
 /* NCCL wants the same HCA list in every rank of a node: all RDMA NICs the
  * node's tasks use, exact names, in plan order. */
 static int nccl_hca(const struct dpg_plan *p, char *buf, size_t len)
@@ -128,7 +136,7 @@ static int nccl_hca(const struct dpg_plan *p, char *buf, size_t len)
 	for (uint32_t i = 0; i < p->nnics; i++) {
 		int n;
 
-		if (!used[i] || p->nics[i].kind != DPG_NIC_OPENFABRICS)
+		if (!used[i] || !verbs_nic(&p->nics[i]))
 			continue;
 		n = snprintf(buf + o, len - o, "%s%s", o == 0 ? "=" : ",", p->nics[i].name);
 		if (n < 0 || (size_t)n >= len - o)
@@ -147,7 +155,7 @@ static int nic_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 
 	if (add(out, "DPG_NICS", "%s", t->nics) != 0)
 		return -1;
-	if (nic != NULL && nic->kind == DPG_NIC_OPENFABRICS &&
+	if (nic != NULL && verbs_nic(nic) &&
 	    !user_set(get, ctx, "UCX_NET_DEVICES") &&
 	    add(out, "UCX_NET_DEVICES", "%s:1", nic->name) != 0)
 		return -1;

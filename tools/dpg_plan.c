@@ -5,11 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "bindenv.h"
 #include "conf.h"
 #include "contract.h"
 #include "hostlist.h"
 #include "opts.h"
+#include "plan.h"
 #include "taskdist.h"
+#include "topo.h"
 
 #define MAX_TASKS 10000000u
 #define TABLE_MAX 32
@@ -60,6 +65,8 @@ static int table_setu(struct table *t, const char *name, unsigned long v)
 
 struct args {
 	const char *expand, *nodelist, *tpn, *dist, *plugstack;
+	const char *topology, *alloc_gpus, *alloc_cpus;
+	char host[64];
 	unsigned long ntasks, per_node, job_id, step_id;
 	bool have_ntasks, have_per_node, json;
 	struct dpg_conf conf;
@@ -74,12 +81,17 @@ static void usage(FILE *f)
 "                --ntasks-per-node K] [--distribution block|cyclic|plane=N]\n"
 "                [--job-id J] [--step-id S] [--gpus-per-task G] [--port P]\n"
 "                [--conf KEY=VALUE]... [--plugstack FILE] [--json]\n"
+"                [--topology FILE.xml [--gpus LIST] [--cpus LIST]\n"
+"                 [--bind closest|none] [--gpu-visibility isolate|ordered]]\n"
 "\n"
 "Prints what the dpg SPANK plugin exports to each task of a step.  Without\n"
 "--nodelist the step is read from SLURM_* variables (inside srun or sbatch).\n"
 "SPEC is Slurm's tasks-per-node form, e.g. '2(x3),1'; without it tasks are\n"
 "spread evenly.  --conf takes plugstack.conf arguments of the plugin;\n"
-"--plugstack reads them from the dpg.so line of a plugstack.conf file.\n");
+"--plugstack reads them from the dpg.so line of a plugstack.conf file.\n"
+"--topology adds each task's GPUs, NICs and CPUs as the plugin binds them on\n"
+"a node with that hwloc XML topology (alone: one node with --tasks-per-node N\n"
+"tasks); --gpus/--cpus are what Slurm allocated there (default: all).\n");
 }
 
 /* Apply the arguments of the dpg.so line of a plugstack.conf file. */
@@ -146,13 +158,18 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "conf", required_argument, NULL, 'c' },
 		{ "plugstack", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "topology", required_argument, NULL, 'T' },
+		{ "gpus", required_argument, NULL, 'G' },
+		{ "cpus", required_argument, NULL, 'C' },
+		{ "bind", required_argument, NULL, 'b' },
+		{ "gpu-visibility", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct dpg_err err;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "e:w:n:t:k:m:j:s:g:p:c:P:Jh", longopts,
+	while ((c = getopt_long(argc, argv, "e:w:n:t:k:m:j:s:g:p:c:P:JhT:G:C:b:v:", longopts,
 				NULL)) != -1) {
 		int rc = 0;
 
@@ -174,10 +191,27 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'c': rc = dpg_conf_parse_arg(&a->conf, optarg, &err); break;
 		case 'P': rc = read_plugstack(optarg, &a->conf) != 0 ? 1 : 0; break;
 		case 'J': a->json = true; break;
+		case 'T': a->topology = optarg; break;
+		case 'G': a->alloc_gpus = optarg; break;
+		case 'C': a->alloc_cpus = optarg; break;
+		case 'b': {
+			enum dpg_bind b;
+
+			rc = dpg_bind_parse(optarg, &b, &err);
+			a->req.bind = (int)b;
+			break;
+		}
+		case 'v': {
+			enum dpg_gpu_visibility v;
+
+			rc = dpg_gpu_visibility_parse(optarg, &v, &err);
+			a->req.visibility = (int)v;
+			break;
+		}
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
-		if (rc == -1 && (c == 'g' || c == 'p' || c == 'c'))
+		if (rc == -1 && strchr("gpcbv", c) != NULL)
 			fprintf(stderr, "dpg-plan: %s\n", err.msg);
 		if (rc != 0)
 			return 2;
@@ -240,6 +274,14 @@ static int build_step_table(const struct args *a, struct table *t)
 	char tpn[64];
 	const char *v;
 
+	if (a->nodelist == NULL && a->topology != NULL &&
+	    env_first("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") == NULL) {
+		struct args one = *a;
+
+		/* a node described only by its topology */
+		one.nodelist = a->host;
+		return build_step_table(&one, t);
+	}
 	if (a->nodelist == NULL) {
 		static const char *const copy[] = {
 			"MASTER_ADDR", "MASTER_PORT", "DPG_MASTER_ADDR",
@@ -342,7 +384,21 @@ static void json_str(const char *s)
 	putchar('"');
 }
 
-static void print_header(const struct dpg_step *s, bool json)
+/* A comma-separated string as a JSON array of strings. */
+static void json_list(const char *s)
+{
+	putchar('[');
+	while (s != NULL && *s != '\0') {
+		const char *e = strchr(s, ',');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+
+		printf("\"%.*s\"%s", (int)n, s, e ? "," : "");
+		s = e ? e + 1 : NULL;
+	}
+	putchar(']');
+}
+
+static void print_header(const struct dpg_step *s, bool json, bool binding)
 {
 	if (json) {
 		printf("{\"job_id\":%u,\"step_id\":%u,\"world_size\":%u,\"num_nodes\":%u,"
@@ -358,23 +414,53 @@ static void print_header(const struct dpg_step *s, bool json)
 	       "MASTER_PORT=%u (%s)\n", s->job_id, s->step_id, s->world_size,
 	       s->num_nodes, s->nodelist, s->master_addr, (unsigned)s->master_port,
 	       dpg_src_name(s->port_src));
-	printf("%-6s %-20s %-9s %-10s %-16s %-20s %s\n", "RANK", "NODE", "NODE_RANK",
+	printf("%-6s %-20s %-9s %-10s %-16s %-20s %-11s", "RANK", "NODE", "NODE_RANK",
 	       "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT");
+	if (binding)
+		printf(" %-9s %-4s %-14s %-12s %s", "VISIBLE", "NUMA", "CPUS", "NICS", "GPUS");
+	putchar('\n');
+}
+
+/* The task's visible-device string as the plugin exports it. */
+static const char *visible_of(const struct dpg_env *env)
+{
+	const char *v = dpg_env_get(env, "CUDA_VISIBLE_DEVICES");
+
+	if (v == NULL)
+		v = dpg_env_get(env, "ROCR_VISIBLE_DEVICES");
+	return v != NULL ? v : "";
 }
 
 static void print_task(const struct dpg_task *t, const struct dpg_env *env,
-		       bool json, bool first)
+		       const struct dpg_plan_task *b, bool json, bool first)
 {
 	if (!json) {
-		printf("%-6u %-20s %-9u %-10u %-16u %-20s %s\n", t->rank, t->node,
+		printf("%-6u %-20s %-9u %-10u %-16u %-20s %-11s", t->rank, t->node,
 		       t->node_rank, t->local_rank, t->local_world_size,
 		       dpg_env_get(env, "MASTER_ADDR"), dpg_env_get(env, "MASTER_PORT"));
+		if (b != NULL)
+			printf(" %-9s %-4d %-14s %-12s %s", visible_of(env)[0] ? visible_of(env) : "-",
+			       b->numa, b->cpus, b->nics[0] ? b->nics : "-",
+			       b->gpus[0] ? b->gpus : "-");
+		putchar('\n');
 		return;
 	}
 	printf("%s{\"rank\":%u,\"node\":", first ? "" : ",", t->rank);
 	json_str(t->node);
-	printf(",\"node_rank\":%u,\"local_rank\":%u,\"local_world_size\":%u,\"env\":{",
+	printf(",\"node_rank\":%u,\"local_rank\":%u,\"local_world_size\":%u,",
 	       t->node_rank, t->local_rank, t->local_world_size);
+	if (b != NULL) {
+		printf("\"gpus\":");
+		json_list(b->gpus);
+		printf(",\"visible\":");
+		json_str(visible_of(env));
+		printf(",\"nics\":");
+		json_list(b->nics);
+		printf(",\"cpus\":");
+		json_str(b->cpus);
+		printf(",\"numa\":%d,", b->numa);
+	}
+	printf("\"env\":{");
 	for (size_t i = 0; i < env->n; i++) {
 		printf("%s\"%s\":", i ? "," : "", env->v[i].name);
 		json_str(env->v[i].value);
@@ -382,8 +468,59 @@ static void print_task(const struct dpg_task *t, const struct dpg_env *env,
 	printf("}}");
 }
 
+#define PLAN_CACHE 16
+
+/* Node plans by local task count: nodes with the same count plan alike. */
+struct plans {
+	struct dpg_topo *topo;
+	size_t n;
+	struct {
+		uint32_t ntasks;
+		struct dpg_plan *plan;
+	} c[PLAN_CACHE];
+};
+
+static void plans_free(struct plans *ps)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		dpg_plan_free(ps->c[i].plan);
+	dpg_topo_free(ps->topo);
+	memset(ps, 0, sizeof(*ps));
+}
+
+static struct dpg_plan *plan_for(struct plans *ps, const struct args *a,
+				 uint32_t ntasks, struct dpg_err *err)
+{
+	struct dpg_plan_req req = {
+		.ntasks = ntasks,
+		.gpus_per_task = (uint32_t)(a->req.gpus_per_task < 0 ? 0 : a->req.gpus_per_task),
+		.gpus = a->alloc_gpus,
+		.cpus = a->alloc_cpus,
+		.policy = { .bind = (enum dpg_bind)a->req.bind,
+			    .allow_gpu_sharing = a->conf.gpu_sharing },
+	};
+	struct dpg_plan *p;
+	size_t slot;
+
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->c[i].ntasks == ntasks)
+			return ps->c[i].plan;
+	if (dpg_plan_make(ps->topo, &req, &p, err) != 0)
+		return NULL;
+	slot = ps->n < PLAN_CACHE ? ps->n++ : PLAN_CACHE - 1;
+	if (slot == PLAN_CACHE - 1 && ps->c[slot].plan != NULL)
+		dpg_plan_free(ps->c[slot].plan);
+	ps->c[slot].ntasks = ntasks;
+	ps->c[slot].plan = p;
+	return p;
+}
+
 static int plan(const struct args *a)
 {
+	static struct plans ps;
+	struct dpg_bind_req breq = {
+		.visibility = (enum dpg_gpu_visibility)a->req.visibility,
+	};
 	static struct table t;	/* large: keep it off the stack */
 	static struct dpg_env env;
 	struct dpg_step step;
@@ -403,10 +540,10 @@ static int plan(const struct args *a)
 		goto fail_msg;
 	if (dist == DPG_DIST_PLANE && plane == 0) {
 		/* srun exports "plane" and the size separately */
-		const char *ps = table_get(&t, "SLURM_DIST_PLANESIZE");
+		const char *psz = table_get(&t, "SLURM_DIST_PLANESIZE");
 		unsigned long v;
 
-		if (ps == NULL || dpg_parse_ulong(ps, 1, 0xffffffffUL, &v) != 0) {
+		if (psz == NULL || dpg_parse_ulong(psz, 1, 0xffffffffUL, &v) != 0) {
 			fprintf(stderr, "dpg-plan: plane distribution without a size: "
 				"use --distribution plane=N\n");
 			goto out;
@@ -425,15 +562,27 @@ static int plan(const struct args *a)
 	    dpg_layout(counts, n, dist, plane, node_of, local_of, step.world_size,
 		       &err) != 0)
 		goto fail_msg;
-	print_header(&step, a->json);
+	if (a->topology != NULL && dpg_topo_load_xml(a->topology, &ps.topo, &err) != 0)
+		goto fail_msg;
+	/* plan every distinct node shape before printing anything */
+	for (uint32_t i = 0; ps.topo != NULL && i < n; i++)
+		if (plan_for(&ps, a, counts[i], &err) == NULL)
+			goto fail_msg;
+	print_header(&step, a->json, ps.topo != NULL);
 	for (uint32_t r = 0; r < step.world_size; r++) {
+		struct dpg_plan *np = NULL;
+
 		if (table_setu(&t, "SLURM_PROCID", r) || table_setu(&t, "SLURM_LOCALID", local_of[r]) ||
 		    table_setu(&t, "SLURM_NODEID", node_of[r]))
 			goto out;
 		if (dpg_task_from_env(table_get, &t, &step, &task, &err) != 0 ||
 		    dpg_contract_build(&step, &task, &a->req, NULL, NULL, &env, &err) != 0)
 			goto fail_msg;
-		print_task(&task, &env, a->json, r == 0);
+		if (ps.topo != NULL &&
+		    ((np = plan_for(&ps, a, task.local_world_size, &err)) == NULL ||
+		     dpg_bind_env(np, task.local_rank, &breq, NULL, NULL, &env, &err) != 0))
+			goto fail_msg;
+		print_task(&task, &env, np ? &np->tasks[task.local_rank] : NULL, a->json, r == 0);
 	}
 	if (a->json)
 		printf("]}\n");
@@ -442,6 +591,7 @@ static int plan(const struct args *a)
 fail_msg:
 	fprintf(stderr, "dpg-plan: %s\n", err.msg);
 out:
+	plans_free(&ps);
 	free(counts);
 	free(node_of);
 	free(local_of);
@@ -461,5 +611,14 @@ int main(int argc, char **argv)
 		return do_expand(a.expand);
 	if (a.req.gpus_per_task < 0 && a.conf.default_gpus_per_task >= 0)
 		a.req.gpus_per_task = a.conf.default_gpus_per_task;
+	if (a.req.bind < 0)
+		a.req.bind = (int)a.conf.bind;
+	if (a.req.visibility < 0)
+		a.req.visibility = (int)a.conf.visibility;
+	if (a.topology == NULL && a.conf.topology_xml[0] != '\0')
+		a.topology = a.conf.topology_xml;
+	if (gethostname(a.host, sizeof(a.host)) != 0 || a.host[0] == '\0')
+		snprintf(a.host, sizeof(a.host), "localhost");
+	a.host[strcspn(a.host, ".")] = '\0';
 	return plan(&a);
 }
