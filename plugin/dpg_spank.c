@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -171,6 +172,38 @@ static bool active(void)
 	return st.req.gpus_per_task >= 0 || st.conf.default_gpus_per_task >= 0;
 }
 
+/* srun, once per step: a fresh random secret in the step's environment.
+ * Only processes of the job's user (and root) can read a task's
+ * environment, so the rendezvous store can refuse everyone else.  It
+ * travels as SLURM_DPG_SECRET because srun --export=NONE still carries
+ * SLURM_* variables; task_init renames it to DPG_SECRET. */
+static int make_secret(void)
+{
+	unsigned char raw[32];
+	char hex[2 * sizeof(raw) + 1];
+	size_t got = 0;
+
+	while (got < sizeof(raw)) {
+		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			slurm_error("dpg: cannot generate the job secret: %s",
+				    strerror(errno));
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+	if (setenv("SLURM_DPG_SECRET", hex, 1) != 0) {
+		slurm_error("dpg: cannot set DPG_SECRET: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	(void)sp;
@@ -186,6 +219,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	    (st.req.verbose || st.req.port != 0))
 		slurm_error("dpg: --dpg-verbose and --dpg-port have no effect "
 			    "without --dpg-gpus-per-task=N");
+	if (spank_context() == S_CTX_LOCAL && active())
+		return make_secret();
 	return 0;
 }
 
@@ -226,6 +261,8 @@ static int export_contract(spank_t sp)
 	struct dpg_err err;
 	char **env = NULL;
 	char line[DPG_ERR_MSG_MAX];
+	const char *secret;
+	char hexsecret[65];
 
 	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == NULL) {
 		slurm_error("dpg: cannot read the task environment; no rank "
@@ -248,6 +285,18 @@ static int export_contract(spank_t sp)
 	    (st.plan != NULL && dpg_bind_env(st.plan, task.local_rank, &breq,
 					     task_getenv, env, &st.env, &err) != 0)) {
 		slurm_error("dpg: no rank variables exported: %s", err.msg);
+		return -1;
+	}
+	secret = task_getenv(env, "SLURM_DPG_SECRET");
+	if (secret == NULL || strlen(secret) != 64) {
+		slurm_error("dpg: no job secret from srun (was srun started without "
+			    "the dpg plugin?); no rank variables exported");
+		return -1;
+	}
+	snprintf(hexsecret, sizeof(hexsecret), "%s", secret);
+	spank_unsetenv(sp, "SLURM_DPG_SECRET");
+	if (spank_setenv(sp, "DPG_SECRET", hexsecret, 1) != ESPANK_SUCCESS) {
+		slurm_error("dpg: cannot set DPG_SECRET");
 		return -1;
 	}
 	/* torch: "True" makes every rank a client of a store nobody serves */
