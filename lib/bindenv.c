@@ -96,19 +96,25 @@ static int gpu_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 	struct dpg_gpu_ns ns;
 	char vis[DPG_ENV_VALUE_MAX];
 	size_t norder;
+	enum dpg_gpu_visibility mode = p->gpus_shared ? DPG_VIS_ISOLATE : req->visibility;
+	const char *sg = req->step_gpus, *sv = req->step_visible;
+	int rc;
 
+	if (sg == NULL && get != NULL)
+		sg = get(ctx, "SLURM_STEP_GPUS");
+	if (sv == NULL && get != NULL)
+		sv = get(ctx, var);
 	for (uint32_t k = 0; k < t->ngpus; k++)
 		own[k] = vendor_index(p, t->gpu[k]);
 	norder = step_order(p, v, order, DPG_TOPO_MAX_GPUS);
-	if (dpg_gpu_ns_from_slurm(get ? get(ctx, "SLURM_STEP_GPUS") : NULL,
-				  get ? get(ctx, var) : NULL, &ns, err) != 0 ||
-	    dpg_gpu_visible(&ns, req->visibility, own, t->ngpus, order, norder,
-			    vis, sizeof(vis), err) != 0)
+	rc = dpg_gpu_ns_from_slurm(sg, sv, &ns, err);
+	if (rc < 0 || (rc == 0 && dpg_gpu_visible(&ns, mode, own, t->ngpus, order,
+						  norder, vis, sizeof(vis), err) != 0))
 		return dpg_err_prefix(err, var);
-	if (add(out, var, "%s", vis) != 0 ||
+	if ((rc == 0 && add(out, var, "%s", vis) != 0) ||
 	    (v == DPG_GPU_NVIDIA && add(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID") != 0) ||
 	    add(out, "DPG_GPU_VISIBILITY", "%s",
-		req->visibility == DPG_VIS_ORDERED ? "ordered" : "isolate") != 0 ||
+		mode == DPG_VIS_ORDERED ? "ordered" : "isolate") != 0 ||
 	    add(out, "DPG_GPUS", "%s", t->gpus) != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	return 0;

@@ -75,8 +75,7 @@ int dpg_gpu_ns_from_slurm(const char *step_gpus, const char *slurm_visible,
 	if (slurm_visible == NULL)
 		return 0;	/* the task sees every GPU by physical index */
 	if (strncmp(slurm_visible, "GPU-", 4) == 0 || strncmp(slurm_visible, "MIG-", 4) == 0)
-		return dpg_errf(err, "CUDA_VISIBLE_DEVICES='%.80s' names devices by "
-				"UUID; dpg leaves it as Slurm set it", slurm_visible);
+		return 1;	/* UUIDs: dpg cannot map them without NVML */
 	if (*slurm_visible == '\0')
 		return dpg_errf(err, "Slurm set an empty device list: the task may "
 				"use no GPU");

@@ -27,8 +27,8 @@ struct dpg_gpu_ns {
  * slurm_visible = the CUDA_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES Slurm set
  * (NULL if unset).  If Slurm's list names the step's GPUs by their global
  * index, nothing was renumbered; if it uses 0..n-1 for n allocated GPUs,
- * device cgroups renumbered them in PCI order.  UUID/MIG forms are refused
- * (the caller then leaves Slurm's value alone). */
+ * device cgroups renumbered them in PCI order.  Returns 1 (not an error)
+ * for UUID/MIG forms: the caller then leaves Slurm's value alone. */
 int dpg_gpu_ns_from_slurm(const char *step_gpus, const char *slurm_visible,
 			  struct dpg_gpu_ns *ns, struct dpg_err *err);
 

@@ -963,8 +963,9 @@ int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
 		int e = errno;
 
 		hwloc_topology_destroy(h);
-		return dpg_errf(err, "hwloc cannot use topology XML \"%s\": %s",
-				dpg_err_quote(path, q, sizeof(q)), strerror(e));
+		return dpg_errf(err, "hwloc cannot use topology XML \"%s\": malformed "
+				"or unsupported (%s)%s", dpg_err_quote(path, q, sizeof(q)),
+				strerror(e), xml_hint(head, n));
 	}
 	if (hwloc_topology_load(h) != 0) {
 		hwloc_topology_destroy(h);

@@ -38,6 +38,9 @@ static struct {
 	bool plan_failed;
 	char plan_error[DPG_ERR_MSG_MAX];
 	char ifname[IF_NAMESIZE];	/* interface carrying MASTER_ADDR */
+	/* Slurm's step-level GPU view, before it binds single tasks */
+	char step_gpus[DPG_ENV_VALUE_MAX], step_cvd[DPG_ENV_VALUE_MAX],
+	     step_rvd[DPG_ENV_VALUE_MAX];
 } st;
 
 static int opt_gpus(int val, const char *optarg, int remote);
@@ -269,9 +272,14 @@ static int export_contract(spank_t sp)
 			    "variables exported");
 		return -1;
 	}
+	bool amd = st.plan != NULL && st.plan->ngpus > 0 &&
+		   st.plan->gpus[0].vendor == DPG_GPU_AMD;
+	const char *sv = amd ? st.step_rvd : st.step_cvd;
 	struct dpg_bind_req breq = {
 		.visibility = (enum dpg_gpu_visibility)st.req.visibility,
 		.socket_ifname = st.ifname[0] != '\0' ? st.ifname : NULL,
+		.step_gpus = st.step_gpus[0] != '\0' ? st.step_gpus : NULL,
+		.step_visible = sv[0] != '\0' ? sv : NULL,
 	};
 
 	if (st.plan_failed) {
@@ -409,6 +417,16 @@ static void step_cpus(spank_t sp, const struct dpg_topo *topo, bool live,
 		buf[0] = '\0';
 }
 
+/* Keep a step-level variable for task_init ("" = unset or too long). */
+static void copy_env(char **env, const char *name, char *buf, size_t len)
+{
+	const char *v = task_getenv(env, name);
+
+	buf[0] = '\0';
+	if (v != NULL && strlen(v) < len)
+		snprintf(buf, len, "%s", v);
+}
+
 static void plan_fail(const char *what, const struct dpg_err *why)
 {
 	struct dpg_err e = *why;
@@ -451,6 +469,9 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	}
 	step_cpus(sp, topo, live, cpus, sizeof(cpus));
 	gpus = task_getenv(env, "SLURM_STEP_GPUS");
+	copy_env(env, "SLURM_STEP_GPUS", st.step_gpus, sizeof(st.step_gpus));
+	copy_env(env, "CUDA_VISIBLE_DEVICES", st.step_cvd, sizeof(st.step_cvd));
+	copy_env(env, "ROCR_VISIBLE_DEVICES", st.step_rvd, sizeof(st.step_rvd));
 	preq.ntasks = ntasks;
 	preq.gpus_per_task = (uint32_t)(st.req.gpus_per_task < 0 ? 0 : st.req.gpus_per_task);
 	preq.gpus = gpus != NULL && *gpus != '\0' ? gpus : NULL;

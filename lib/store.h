@@ -1,0 +1,64 @@
+/* store.h - the rendezvous store: a key-value server run by rank 0 on
+ * MASTER_ADDR:MASTER_PORT and its clients, authenticated by the job secret. */
+#ifndef DPG_LIB_STORE_H
+#define DPG_LIB_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define DPG_STORE_KEY_MAX 512			/* bytes in a key */
+#define DPG_STORE_VALUE_MAX (8u << 20)		/* bytes in a value */
+#define DPG_STORE_SECRET_MAX 64			/* bytes of decoded secret */
+
+/* Return codes besides 0 / -1: the DPG_NET_* codes of net.h (timeout,
+ * closed, aborted) and this one. */
+#define DPG_STORE_AUTH -10	/* the server refused our secret (or we its) */
+
+struct dpg_store_server;
+struct dpg_store;
+
+/* Start the server: listens on addr:port (addr NULL = all), serves every
+ * connection that proves knowledge of secret from one epoll thread, and
+ * logs refused clients to stderr ("dpg store: refused <peer>: <why>").
+ * secret/secret_len: raw bytes (at least 16). */
+int dpg_store_server_start(const char *addr, uint16_t port,
+			   const uint8_t *secret, size_t secret_len,
+			   struct dpg_store_server **out, struct dpg_err *err);
+uint16_t dpg_store_server_port(const struct dpg_store_server *s);
+void dpg_store_server_stop(struct dpg_store_server *s);
+
+/* Connect and authenticate, retrying until deadline_ms (dpg_now_ms clock).
+ * abort (may be NULL) ends waits early with DPG_NET_ABORTED. */
+int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
+		      size_t secret_len, int64_t deadline_ms,
+		      const volatile int *abort, struct dpg_store **out,
+		      struct dpg_err *err);
+void dpg_store_close(struct dpg_store *s);
+
+int dpg_store_set(struct dpg_store *s, const char *key, const void *val,
+		  size_t len, int64_t deadline_ms, struct dpg_err *err);
+/* Wait until key exists, then return a malloc'd copy (caller frees). */
+int dpg_store_get(struct dpg_store *s, const char *key, void **val, size_t *len,
+		  int64_t deadline_ms, struct dpg_err *err);
+/* Atomically add delta to the integer at key (missing = 0); *result = new. */
+int dpg_store_add(struct dpg_store *s, const char *key, int64_t delta,
+		  int64_t *result, int64_t deadline_ms, struct dpg_err *err);
+/* If key holds expected (or is missing and elen == 0), set it to desired.
+ * *cur (malloc'd, may be NULL) receives the value after the operation. */
+int dpg_store_cas(struct dpg_store *s, const char *key, const void *expected,
+		  size_t elen, const void *desired, size_t dlen, void **cur,
+		  size_t *curlen, int64_t deadline_ms, struct dpg_err *err);
+/* Wait until every key exists. */
+int dpg_store_wait(struct dpg_store *s, const char *const *keys, size_t nkeys,
+		   int64_t deadline_ms, struct dpg_err *err);
+/* All n participants of `name` arrive (add + wait on a generation key). */
+int dpg_store_barrier(struct dpg_store *s, const char *name, int n,
+		      int64_t deadline_ms, struct dpg_err *err);
+
+/* Decode a hex secret (32..128 hex digits) into raw bytes. */
+int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,
+		     struct dpg_err *err);
+
+#endif
