@@ -1,7 +1,25 @@
-/* dpg.h - public API of libdpg, the runtime companion of the dpg SPANK plugin.
- * Plain C, every call returns a status; see libdpg(3). */
+/* dpg.h - public API of libdpg, the runtime companion of the dpg SPANK plugin:
+ * join a job from its environment, then run collectives on NCCL or the CPU.
+ *
+ * Conventions
+ *  - Every call returns a dpg_status_t; DPG_OK is 0.  After a failure,
+ *    dpg_last_error(ctx) holds one line naming the rank, host, operation and
+ *    (where there is one) the peer, e.g.
+ *    "rank 3 (n2) allreduce #17: peer rank 0 (n1) closed the connection".
+ *  - The library never calls exit() or abort() and never blocks forever:
+ *    every blocking call ends by the context's deadline (DPG_TIMEOUT seconds,
+ *    default 300) with DPG_ERR_TIMEOUT.
+ *  - Thread safety: a context and its communicators may be used from one
+ *    thread at a time (collectives on one communicator must be issued in the
+ *    same order on every rank, as with MPI and NCCL); dpg_abort() may be
+ *    called from any thread at any time; dpg_version() and dpg_strerror()
+ *    are always safe.
+ */
 #ifndef DPG_H
 #define DPG_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,7 +34,135 @@ extern "C" {
 /* Version of the environment contract (DPG_CONTRACT) this header reads. */
 #define DPG_CONTRACT_VERSION 1
 
-/* The library's version as "MAJOR.MINOR.PATCH" (static storage; thread-safe). */
+typedef enum {
+	DPG_OK = 0,
+	DPG_ERR_INVALID,	/* bad argument */
+	DPG_ERR_ENV,		/* missing or inconsistent environment */
+	DPG_ERR_TIMEOUT,	/* a deadline passed */
+	DPG_ERR_PEER,		/* a peer died or broke the protocol */
+	DPG_ERR_AUTH,		/* wrong or missing job secret */
+	DPG_ERR_SYSTEM,		/* a system call failed */
+	DPG_ERR_NOMEM,
+	DPG_ERR_UNSUPPORTED,	/* e.g. NCCL asked for but not built */
+	DPG_ERR_BACKEND,	/* NCCL or CUDA reported an error */
+	DPG_ERR_ABORTED,	/* dpg_abort() was called */
+} dpg_status_t;
+
+typedef enum {
+	DPG_F32 = 0,
+	DPG_F64,
+	DPG_F16,	/* IEEE half; reduced in f32 */
+	DPG_BF16,	/* bfloat16; reduced in f32 */
+	DPG_I32,
+	DPG_I64,
+} dpg_dtype_t;
+
+typedef enum {
+	DPG_SUM = 0,
+	DPG_AVG,	/* sum / size; integers round toward zero */
+	DPG_MIN,
+	DPG_MAX,
+} dpg_op_t;
+
+typedef enum {
+	DPG_BACKEND_AUTO = 0,	/* NCCL when built and the task has a GPU */
+	DPG_BACKEND_CPU,
+	DPG_BACKEND_NCCL,
+} dpg_backend_t;
+
+typedef struct dpg_ctx dpg_ctx_t;	/* one per process: the job */
+typedef struct dpg_comm dpg_comm_t;	/* a group of ranks on one backend */
+
+/* Explicit settings; -1 / NULL / 0 mean "take it from the environment". */
+typedef struct dpg_init_opts {
+	int rank, world_size;
+	int local_rank, local_world_size;
+	const char *master_addr;
+	int master_port;
+	const char *secret;	/* hex job secret; default DPG_SECRET */
+	double timeout_s;	/* default DPG_TIMEOUT or 300 */
+	dpg_backend_t backend;	/* default DPG_BACKEND or auto */
+	int device;		/* CUDA device for NCCL; default: the plugin's */
+} dpg_init_opts_t;
+
+/* Fill opts with "take everything from the environment". */
+void dpg_init_opts_default(dpg_init_opts_t *opts);
+
+/* Join the job described by opts and the environment (DPG_*, the torchrun
+ * names, SLURM_* under srun, Open MPI / PMI variables).  No distributed
+ * environment at all gives a single-process world; an inconsistent one is
+ * DPG_ERR_ENV.  On failure *out may still be set so that dpg_last_error()
+ * can be read; dpg_finalize() it in every case. */
+dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out);
+
+/* Leave the job and free everything (also after errors; NULL is fine). */
+dpg_status_t dpg_finalize(dpg_ctx_t *ctx);
+
+/* Tear down every communicator of ctx: calls blocked in other threads
+ * return DPG_ERR_ABORTED.  Safe from any thread and from signal-free
+ * contexts; the context must still be finalized. */
+dpg_status_t dpg_abort(dpg_ctx_t *ctx);
+
+int dpg_rank(const dpg_ctx_t *ctx);
+int dpg_world_size(const dpg_ctx_t *ctx);
+int dpg_local_rank(const dpg_ctx_t *ctx);
+int dpg_local_world_size(const dpg_ctx_t *ctx);
+dpg_backend_t dpg_backend(const dpg_ctx_t *ctx);
+
+/* The communicator of all ranks (owned by ctx). */
+dpg_comm_t *dpg_world(dpg_ctx_t *ctx);
+
+int dpg_comm_rank(const dpg_comm_t *comm);
+int dpg_comm_size(const dpg_comm_t *comm);
+
+/* Collectives.  stream is a cudaStream_t for NCCL (NULL = default stream)
+ * and ignored by the CPU backend; send == recv is allowed (in place). */
+dpg_status_t dpg_allreduce(dpg_comm_t *comm, const void *send, void *recv,
+			   size_t count, dpg_dtype_t dtype, dpg_op_t op,
+			   void *stream);
+/* recv gets recvcount elements: this rank's block of the reduced
+ * size * recvcount elements of send. */
+dpg_status_t dpg_reduce_scatter(dpg_comm_t *comm, const void *send, void *recv,
+				size_t recvcount, dpg_dtype_t dtype, dpg_op_t op,
+				void *stream);
+/* recv gets size * sendcount elements, rank r's at r * sendcount. */
+dpg_status_t dpg_all_gather(dpg_comm_t *comm, const void *send, void *recv,
+			    size_t sendcount, dpg_dtype_t dtype, void *stream);
+dpg_status_t dpg_broadcast(dpg_comm_t *comm, void *buf, size_t count,
+			   dpg_dtype_t dtype, int root, void *stream);
+dpg_status_t dpg_barrier(dpg_comm_t *comm);
+
+/* Gather a variable-size byte buffer from every rank (host memory, any
+ * backend): *out is one malloc'd block holding rank r's bytes at
+ * offsets[r] with lengths lens[r]; free(*out), free(*offsets), free(*lens). */
+dpg_status_t dpg_all_gather_bytes(dpg_comm_t *comm, const void *buf, size_t len,
+				  void **out, size_t **offsets, size_t **lens);
+
+/* New communicator of the ranks that pass the same color, ordered by
+ * (key, rank); color < 0 = not a member (*out = NULL). */
+dpg_status_t dpg_comm_split(dpg_comm_t *comm, int color, int key,
+			    dpg_comm_t **out);
+dpg_status_t dpg_comm_destroy(dpg_comm_t *comm);
+
+/* A device mesh of ndims dimensions (outermost first) over the world;
+ * sizes multiply to the world size; the innermost dimension is laid out
+ * over consecutive ranks, so it stays inside a node when it divides the
+ * ranks per node.  dpg_mesh_comm gives this rank's group along dim. */
+typedef struct dpg_mesh dpg_mesh_t;
+dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
+			     dpg_mesh_t **out);
+dpg_comm_t *dpg_mesh_comm(dpg_mesh_t *mesh, int dim);
+int dpg_mesh_coord(const dpg_mesh_t *mesh, int dim);
+dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh);
+
+/* The last error of ctx as one line ("" if none); valid until the next
+ * call on ctx. */
+const char *dpg_last_error(const dpg_ctx_t *ctx);
+
+/* A short name for a status ("timeout", "peer failure", ...). */
+const char *dpg_strerror(dpg_status_t status);
+
+/* The library's version as "MAJOR.MINOR.PATCH". */
 const char *dpg_version(void);
 
 #ifdef __cplusplus

@@ -1,7 +1,8 @@
 """Real client check: torch.distributed (gloo, init_method='env://') all_reduce
 under srun, relying ONLY on the variables dpg's SPANK plugin exports (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK/LOCAL_WORLD_SIZE/NODE_RANK
-are cross-checked).  Run it with `srun --export=NONE ... /usr/bin/python3
+are cross-checked; the binding variables GLOO_SOCKET_IFNAME, which gloo then
+uses, NCCL_SOCKET_IFNAME, OMP_NUM_THREADS and DPG_CPUS are printed).  Run it with `srun --export=NONE ... /usr/bin/python3
 ddp_allreduce.py`: then nothing but Slurm's and dpg's variables reach it.
 Each rank prints one line ending in OK or FAIL; exit 0 only if OK.
 """
@@ -40,6 +41,9 @@ print(f"rank={rank}/{world} local={env.get('LOCAL_RANK')}/{env.get('LOCAL_WORLD_
       f"node={env.get('NODE_RANK')} host={env.get('SLURMD_NODENAME')} "
       f"master={env['MASTER_ADDR']}:{env['MASTER_PORT']} "
       f"allreduce={x.item()} expect={expect} layout={'ok' if layout_ok else 'BAD'} "
+      f"gloo_if={env.get('GLOO_SOCKET_IFNAME', '-')} nccl_if={env.get('NCCL_SOCKET_IFNAME', '-')} "
+      f"omp={env.get('OMP_NUM_THREADS', '-')} cpus={env.get('DPG_CPUS', '-')} "
+      f"affinity={','.join(map(str, sorted(os.sched_getaffinity(0))))} "
       f"{'OK' if ok else 'FAIL'} t={time.time() - t0:.2f}s", flush=True)
 dist.barrier()
 dist.destroy_process_group()

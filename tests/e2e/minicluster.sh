@@ -34,6 +34,11 @@
 #                    every job share CPUs, which test harnesses like)
 #   EXTRA_CONF       extra slurm.conf lines (newline-separated), e.g.
 #                    "MpiParams=ports=12000-12999"
+#   NODE_GRES        Gres= of the NodeName line, e.g. "gpu:4" (fake GPUs;
+#                    also add "GresTypes=gpu" to EXTRA_CONF)
+#   GRES_CONF        content of LAB_DIR/gres.conf (next to slurm.conf, where
+#                    Slurm looks), e.g. "AutoDetect=off\nNodeName=n[1-3]
+#                    Name=gpu File=/dev/tty[0-3]" (any character devices)
 #   WAIT_S           seconds to wait for all nodes to be idle (default 30)
 #   AUTH             munge (default: a private munged, key and socket in
 #                    LAB_DIR) or none (auth/none + cred/none, no munged)
@@ -141,6 +146,9 @@ else
 	CTLD_ADDR=127.0.0.1
 	NODE_LINE="NodeName=${NODESPEC} NodeHostname=${HOST} NodeAddr=127.0.0.1 Port=${PORTSPEC} CPUs=${CPUS} RealMemory=1000 State=UNKNOWN"
 fi
+
+[ -n "${NODE_GRES:-}" ] && NODE_LINE="$NODE_LINE Gres=${NODE_GRES}"
+[ -n "${GRES_CONF:-}" ] && printf '%s\n' "$GRES_CONF" >"$LAB_DIR/gres.conf"
 
 # --- munge -----------------------------------------------------------------------
 MUNGE_SOCK=$LAB_DIR/munge/munge.sock

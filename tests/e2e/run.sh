@@ -28,6 +28,15 @@
 # back; 4) MpiParams=ports is switched on (scontrol reconfigure) for the
 # reserved-port cases.  Task output comes from taskenv.sh, and
 # check_contract.py checks it (and asks dpg-plan for the same step).
+#
+# Binding: the default plugstack has no topology_xml=, so the step cases use
+# the LIVE topology (this machine's CPUs, no GPU) and check each task's real
+# affinity (Cpus_allowed_list) against DPG_CPUS and the free CPUs of a task
+# without dpg.  Cases with --dpg-gpus-per-task > 0 run in part 3 with
+# topology_xml= pointing at tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml
+# (4 A100 behind 2 PCIe switches, mlx5 NICs).  When /dev/tty0..3 exist the
+# nodes also get 4 fake Slurm GPUs (Gres=gpu:4, gres.conf File=/dev/tty[0-3])
+# for the --gpus-per-task case.
 set -uo pipefail
 
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +45,9 @@ PY=${PY:-/usr/bin/python3}
 NETNS=${NETNS:-0}
 PLUGIN_SO=${PLUGIN_SO-}
 E2E_PLAN=${DPG_PLAN:-}   # (DPG_* is scrubbed from the environment below)
+E2E_SRCDIR=${DPG_SRCDIR:-$(cd "$E2E_DIR/../.." && pwd)}
+# the admin's cached topology for the G > 0 cases: this VM has no GPU
+FX=$E2E_SRCDIR/tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml
 T=$E2E_DIR/taskenv.sh
 T0=$(e2e_now)
 
@@ -45,6 +57,7 @@ for b in srun sbatch salloc scontrol squeue scancel slurmctld slurmd; do
 	command -v $b >/dev/null || die "missing $b: apt-get install slurmctld slurmd slurm-client munge"
 done
 [ -x "$PY" ] || die "no python at PY=$PY"
+[ -r "$FX" ] || die "no fixture topology $FX (DPG_SRCDIR=$E2E_SRCDIR)"
 if [ -n "$PLUGIN_SO" ]; then
 	[ -f "$PLUGIN_SO" ] || die "PLUGIN_SO=$PLUGIN_SO does not exist (build it first: make)"
 	PLUGIN_SO=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
@@ -97,12 +110,19 @@ trap cleanup EXIT
 trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM
 
 mode=multi-slurmd; [ "$NETNS" = 1 ] && mode="netns ($NETNS_NET.0/24)"
+# fake GPUs for Slurm's gres/gpu (any character devices will do)
+GRES_ON=0 GRES_EXTRA=
+if [ -c /dev/tty0 ] && [ -c /dev/tty1 ] && [ -c /dev/tty2 ] && [ -c /dev/tty3 ]; then
+	GRES_ON=1 GRES_EXTRA=$'\nGresTypes=gpu'
+fi
 echo "# dpg e2e: 3-node Slurm $(slurmd -V 2>/dev/null | awk '{print $2}') minicluster, mode $mode, ports $CTLD_PORT/$SLURMD_PORT"
 echo "# plugin: ${PLUGIN_SO:-NONE (empty plugstack: harness self-check only)}; dpg-plan: $PLAN_SHOWN"
 # OverSubscribe=FORCE:4 lets the batch/salloc jobs run next to the allocation
 # that holds the step cases; use_interactive_step gives salloc an interactive step.
 if ! LAB_DIR=$LAB NODES=3 CPUS=4 OVERSUBSCRIBE=FORCE:4 PLUGIN_SO=$PLUGIN_SO PLUGIN_ARGS= \
-	EXTRA_CONF="LaunchParameters=use_interactive_step" \
+	EXTRA_CONF="LaunchParameters=use_interactive_step$GRES_EXTRA" \
+	NODE_GRES=$([ $GRES_ON = 1 ] && echo gpu:4) \
+	GRES_CONF=$([ $GRES_ON = 1 ] && printf 'AutoDetect=off\nNodeName=n[1-3] Name=gpu File=/dev/tty[0-3]') \
 	"$E2E_DIR/minicluster.sh" >"$WORK/start.out" 2>&1; then
 	cat "$WORK/start.out" >&2
 	echo "0 passed, 1 failed (cluster did not start)"
@@ -154,7 +174,8 @@ pcase "srun rejects SLURM_SPANK__SLURM_SPANK_OPTION_dpg_dpg_gpus_per_task=abc (e
 	c_bad_option env SLURM_SPANK__SLURM_SPANK_OPTION_dpg_dpg_gpus_per_task=abc
 for cmd in srun sbatch; do
 	for opt in --dpg-gpus-per-task=abc --dpg-gpus-per-task=-1 --dpg-gpus-per-task= \
-		--dpg-gpus-per-task=65 --dpg-port=80 --dpg-port=abc; do
+		--dpg-gpus-per-task=65 --dpg-port=80 --dpg-port=abc \
+		--dpg-bind=foo --dpg-bind= --dpg-gpu-visibility=bar; do
 		pcase "$cmd rejects $opt" c_bad_option $cmd "$opt"
 	done
 done
@@ -175,8 +196,9 @@ $T >$WORK/$name.shell
 srun $T >$WORK/$name.step
 # ... also with --export=NONE (nothing of the batch environment)
 srun --export=NONE -N2 -n2 $T >$WORK/$name.step2
-# an explicit srun option overrides the job's
-srun -N3 -n3 --dpg-gpus-per-task=3 $T >$WORK/$name.step3
+# an explicit srun option overrides the job's (G=3: no GPU here, so every
+# node must refuse "1 tasks x 3 GPUs", which proves that 3 arrived)
+srun -N3 -n3 --dpg-gpus-per-task=3 $T >$WORK/$name.step3 2>$WORK/$name.step3.err
 EOF
 	j=$(sbatch --parsable $args "$WORK/$name.sh") || return 1
 	echo "$j" >"$WORK/$name.jobid"
@@ -195,6 +217,15 @@ if [ -z "$ALLOC" ]; then
 	echo "$E2E_PASS passed, $((E2E_FAIL + 1)) failed (salloc --no-shell for the step cases failed)"
 	exit 1
 fi
+# what binding is checked against: the CPUs of a task WITHOUT dpg, and the
+# interface that routes to MASTER_ADDR (n1): lo here, eth0 in a namespace
+FREE=$(srun --jobid="$ALLOC" --overlap -N1 -n1 -w n1 \
+	sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status 2>"$WORK/free.err")
+[ -n "$FREE" ] || { cat "$WORK/free.err"; echo "$E2E_PASS passed, $((E2E_FAIL + 1)) failed (no Cpus_allowed_list)"; exit 1; }
+IFN=lo; [ "$NETNS" = 1 ] && IFN=eth0
+NFREE=$("$PY" -c 'import sys; print(len({c for p in sys.argv[1].split(",") for c in range(int(p.split("-")[0]), int(p.split("-")[-1]) + 1)}))' "$FREE")
+CHK+=(--free-cpus "$FREE" --ifname "$IFN")
+echo "# a task without dpg runs on CPUs $FREE; MASTER_ADDR n1 is reached over $IFN; fake Slurm GPUs: $([ $GRES_ON = 1 ] && echo 'gpu:4 per node (/dev/tty[0-3])' || echo none)"
 
 c_step() { # OUT CHECK-ARGS... -- SRUN-ARGS...: run a step, check its tasks
 	local out=$1 chk=() rc
@@ -241,6 +272,25 @@ pcase "subset step srun -N2 -r1: MASTER_ADDR=n2" \
 	c_step subset.out --tasks 2 --nodes 2 --master-node n2 --master-addr n2 --resolve --gpus 0 "${PLAN[@]}" -- \
 	st -N2 -n2 -r1 "${G[@]}" "$T" --resolve
 
+# --- binding with the LIVE topology (hwloc discovery on each node)
+c_bind_live() { # -N1 -n2: disjoint CPUs, affinity = DPG_CPUS, OMP_NUM_THREADS = their count
+	[ "$NFREE" -ge 2 ] || { note "skipped: only CPUs $FREE here"; return 0; }
+	c_step bindlive.out --tasks 2 --gpus 0 --bind closest --disjoint "${PLAN[@]}" -- \
+		st -N1 -n2 "${G[@]}" "$T"
+}
+pcase "bind=closest (live): -N1 -n2 G=0: disjoint CPUs = Cpus_allowed_list, OMP_NUM_THREADS" c_bind_live
+c_bind_none_live() { # --dpg-bind=none: the tasks run where a task without dpg runs
+	c_step bindnone.out --tasks 2 --gpus 0 --bind none "${PLAN[@]}" -- \
+		st -N1 -n2 "${G[@]}" --dpg-bind=none "$T" || return 1
+	note "not bound: Cpus_allowed_list $(grep -o 'E2E_CPUS_ALLOWED=[^	]*' "$WORK/bindnone.out" | sort -u | cut -d= -f2 | tr '\n' ' ')= a task without dpg ($FREE); DPG_CPUS=$(grep -o 'DPG_CPUS=[^	]*' "$WORK/bindnone.out" | sort -u | cut -d= -f2), no OMP_NUM_THREADS"
+}
+pcase "--dpg-bind=none (live): not restricted, no OMP_NUM_THREADS" c_bind_none_live
+c_ifname() { # the interface towards MASTER_ADDR, for gloo and NCCL
+	c_step ifname.out --tasks 6 --nodes 3 --gpus 0 --ifname "$IFN" -- st -N3 -n6 "${G[@]}" "$T" || return 1
+	note "$(grep -o 'GLOO_SOCKET_IFNAME=[^	]*' "$WORK/ifname.out" | sort | uniq -c | sed 's/^ *//') $(grep -o 'NCCL_SOCKET_IFNAME=[^	]*' "$WORK/ifname.out" | sort | uniq -c | sed 's/^ *//')"
+}
+pcase "GLOO_SOCKET_IFNAME=$IFN NCCL_SOCKET_IFNAME==$IFN (interface towards MASTER_ADDR)" c_ifname
+
 c_world_in_big_alloc() {
 	c_step world.out --tasks 3 --nodes 2 --gpus 0 "${PLAN[@]}" -- st -N2 -n3 "${G[@]}" "$T" || return 1
 	local jt
@@ -270,9 +320,9 @@ c_concurrent() { # two steps that provably overlap in time
 }
 pcase "two concurrent steps: both correct, different MASTER_PORT" c_concurrent
 
-pcase "--dpg-verbose: exactly one correct line per task" \
-	c_step verbose.out --tasks 6 --nodes 3 --gpus 1 --verbose --port-source formula "${PLAN[@]}" -- \
-	st -N3 -n6 --dpg-gpus-per-task=1 --dpg-verbose "$T"
+pcase "--dpg-verbose: exactly one correct line per task (live topology, G=0)" \
+	c_step verbose.out --tasks 6 --nodes 3 --gpus 0 --verbose --port-source formula "${PLAN[@]}" -- \
+	st -N3 -n6 "${G[@]}" --dpg-verbose "$T"
 
 pcase "--dpg-port=23456 sets MASTER_PORT" \
 	c_step port.out --tasks 3 --port 23456 --gpus 0 --verbose --port-source option "${PLAN[@]}" -- \
@@ -327,9 +377,9 @@ pcase "--dpg-verbose without --dpg-gpus-per-task: warned, nothing exported" \
 pcase "user TORCHELASTIC_USE_AGENT_STORE=True is removed" \
 	c_step agentstore.out --tasks 3 --gpus 0 "${PLAN[@]}" -- \
 	env TORCHELASTIC_USE_AGENT_STORE=True srun --jobid="$ALLOC" --overlap -N3 -n3 "${G[@]}" "$T"
-pcase "boundary values accepted: --dpg-gpus-per-task=64 --dpg-port=65535" \
-	c_step bounds.out --tasks 2 --gpus 64 --port 65535 "${PLAN[@]}" -- \
-	st -N2 -n2 --dpg-gpus-per-task=64 --dpg-port=65535 "$T"
+pcase "boundary value accepted: --dpg-port=65535" \
+	c_step bounds.out --tasks 2 --gpus 0 --port 65535 "${PLAN[@]}" -- \
+	st -N2 -n2 "${G[@]}" --dpg-port=65535 "$T"
 c_busy_port() { # --dpg-port=P with P taken on rank 0's node (n1's slurmd port)
 	c_step busy.out --tasks 3 --port "$SLURMD_PORT" --gpus 0 -- \
 		st -N3 -n3 "${G[@]}" --dpg-port="$SLURMD_PORT" "$T" || return 1
@@ -393,10 +443,13 @@ c_torch() {
 	show "$WORK/torch.out"
 	[ $rc = 0 ] || fail "srun exited $rc" || return 1
 	[ "$(grep -c ' OK ' "$WORK/torch.out")" = 6 ] || fail "expected 6 OK ranks" || return 1
-	note "$(grep -m1 'rank=0/' "$WORK/torch.out" | grep -o 'master=[^ ]*\|allreduce=[^ ]*' | tr '\n' ' ')"
+	# the binding variables were there (gloo used GLOO_SOCKET_IFNAME)
+	[ "$(grep -c " gloo_if=$IFN nccl_if==$IFN omp=[1-9]" "$WORK/torch.out")" = 6 ] ||
+		fail "expected gloo_if=$IFN nccl_if==$IFN omp=N in all 6 ranks" || return 1
+	note "$(grep -m1 'rank=0/' "$WORK/torch.out" | grep -o 'master=[^ ]*\|allreduce=[^ ]*\|gloo_if=[^ ]*\|nccl_if=[^ ]*\|omp=[^ ]*\|affinity=[^ ]*' | tr '\n' ' ')"
 }
 if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
-	pcase "torch gloo env:// all_reduce, -N3 --ntasks-per-node=2, --export=NONE" c_torch
+	pcase "torch gloo env:// all_reduce, -N3 --ntasks-per-node=2, --export=NONE, G=0, GLOO_SOCKET_IFNAME=$IFN" c_torch
 else
 	echo "# SKIP torch case: $PY has no torch with gloo (apt-get install python3-torch)"
 fi
@@ -415,9 +468,18 @@ c_batch() { # NAME
 	note "$(tail -1 "$WORK/$name.chk")"
 	"${CHK[@]}" --tasks 2 --nodes 2 --gpus 0 "${PLAN[@]}" "$WORK/$name.step2" >"$WORK/$name.chk2" ||
 		{ echo "srun --export=NONE inside the job:"; cat "$WORK/$name.chk2"; return 1; }
-	"${CHK[@]}" --tasks 3 --nodes 3 --gpus 3 "${PLAN[@]}" "$WORK/$name.step3" >"$WORK/$name.chk3" ||
-		{ echo "srun --dpg-gpus-per-task=3 inside the job:"; cat "$WORK/$name.chk3"; return 1; }
-	note "also: srun --export=NONE ok, srun --dpg-gpus-per-task=3 overrides"
+	if grep -q 'RANK=' "$WORK/$name.step3"; then # a machine with >= 3 GPUs
+		"${CHK[@]}" --tasks 3 --nodes 3 --gpus 3 "${PLAN[@]}" "$WORK/$name.step3" >"$WORK/$name.chk3" ||
+			{ echo "srun --dpg-gpus-per-task=3 inside the job:"; cat "$WORK/$name.chk3"; return 1; }
+	else
+		show "$WORK/$name.step3.err" "srun --dpg-gpus-per-task=3 stderr"
+		"${CHK[@]}" --none "$WORK/$name.step3" || return 1
+		[ "$(grep -c 'dpg: no variables exported: binding: 1 tasks x 3 GPUs = 3 GPUs requested but this node has' \
+			"$WORK/$name.step3.err")" = 3 ] ||
+			fail "srun --dpg-gpus-per-task=3: expected the 'x 3 GPUs requested' refusal from each of the 3 nodes" ||
+			return 1
+	fi
+	note "also: srun --export=NONE ok, srun --dpg-gpus-per-task=3 overrides (G=3 reached every node)"
 }
 pcase "$BATCH_DIRECTIVE" c_batch batch-directive
 pcase "$BATCH_CMDLINE" c_batch batch-cmdline

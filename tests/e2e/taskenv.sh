@@ -1,7 +1,8 @@
 #!/bin/sh
 # taskenv.sh - run as a task under srun: print ONE line describing this task
 # (what Slurm says it is, and every variable of dpg's contract), for
-# check_contract.py.  Format: "DPGE2E" then TAB-separated NAME=VALUE fields;
+# check_contract.py (also the binding variables and E2E_CPUS_ALLOWED, the
+# task's Cpus_allowed_list).  Format: "DPGE2E" then TAB-separated NAME=VALUE fields;
 # unset variables are left out.
 #   --resolve        also resolve MASTER_ADDR here (getent) into E2E_RESOLVED
 #   --touch FILE     create FILE after printing (rendezvous of concurrent steps)
@@ -27,7 +28,11 @@ for v in SLURM_JOB_ID SLURM_STEP_ID SLURM_PROCID SLURM_LOCALID SLURM_NODEID \
 	TORCHELASTIC_USE_AGENT_STORE \
 	DPG_CONTRACT DPG_RANK DPG_WORLD_SIZE DPG_LOCAL_RANK DPG_LOCAL_WORLD_SIZE \
 	DPG_NODE_RANK DPG_NUM_NODES DPG_MASTER_ADDR DPG_MASTER_PORT DPG_JOB_ID \
-	DPG_STEP_ID DPG_GPUS_PER_TASK; do
+	DPG_STEP_ID DPG_GPUS_PER_TASK \
+	DPG_GPU_VISIBILITY DPG_GPUS DPG_NICS DPG_CPUS DPG_NUMA \
+	CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES CUDA_DEVICE_ORDER GPU_DEVICE_ORDINAL \
+	SLURM_STEP_GPUS SLURM_JOB_GPUS UCX_NET_DEVICES NCCL_IB_HCA \
+	NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME OMP_NUM_THREADS; do
 	eval "isset=\${$v+x}"
 	[ -n "$isset" ] || continue
 	eval "val=\$$v"
@@ -35,7 +40,9 @@ for v in SLURM_JOB_ID SLURM_STEP_ID SLURM_PROCID SLURM_LOCALID SLURM_NODEID \
 done
 # any other DPG_* the plugin may add (listed, not checked)
 extra=$(env | sed -n 's/^\(DPG_[A-Z0-9_]*\)=.*/\1/p' | sort | tr '\n' ',')
-line="$line${TAB}E2E_DPG_VARS=$extra${TAB}E2E_HOST=$(hostname)"
+# the CPUs this task may run on (sed inherits the task's affinity)
+aff=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+line="$line${TAB}E2E_DPG_VARS=$extra${TAB}E2E_HOST=$(hostname)${TAB}E2E_CPUS_ALLOWED=$aff"
 if [ $resolve = 1 ] && [ -n "${MASTER_ADDR:-}" ]; then
 	ip=$(getent hosts "$MASTER_ADDR" | awk '{print $1; exit}')
 	line="$line${TAB}E2E_RESOLVED=${ip:-FAILED}${TAB}E2E_ADDRS=$(hostname -I 2>/dev/null)"
