@@ -8,8 +8,15 @@
 # of each variant, interleaved and in rotating order so that drift and
 # warm-up hit every variant alike:
 #   plugin  : plugstack "optional dpg.so", srun -N3 -n6 --dpg-gpus-per-task=0 true
+#             (the defaults: every node discovers its LIVE topology with hwloc
+#             once per step, plans, and binds each task: bind=closest)
 #   empty   : EMPTY plugstack.conf,        srun -N3 -n6 true
 #   loaded  : plugstack "optional dpg.so", srun -N3 -n6 true   (plugin loaded, not asked)
+#   nobind  : plugstack "optional dpg.so bind=none", --dpg-gpus-per-task=0 (live
+#             topology and plan, no sched_setaffinity)
+#   xml     : plugstack "optional dpg.so topology_xml=FIXTURE", --dpg-gpus-per-task=0
+#             (the admin's cached XML instead of discovery; bind=closest;
+#             FIXTURE = tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml or TOPO_XML)
 # srun and slurmstepd re-read plugstack.conf at every launch, so the file is
 # rewritten (outside the timed region) before each run.  Steps use --overlap
 # so that a launch never waits for the previous step's CPUs to be released
@@ -17,7 +24,8 @@
 # Prints median, mean, sd, min, max per variant and the ratios plugin/empty.
 #
 # Knobs: PLUGIN_SO (default build/.libs/dpg.so of this tree), RUNS (30),
-# WARMUP (3 per variant, untimed), NETNS=1, RAW_OUT=FILE (keep raw samples),
+# WARMUP (3 per variant, untimed), VARIANTS ("plugin empty loaded nobind xml"),
+# TOPO_XML (the xml variant's file), NETNS=1, RAW_OUT=FILE (keep raw samples),
 # any minicluster.sh knob.  Needs root and slurmctld slurmd slurm-client munge.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +35,8 @@ E2E_DIR=$TOP/tests/e2e
 
 RUNS=${RUNS:-30}
 WARMUP=${WARMUP:-3}
+TOPO_XML=${TOPO_XML:-$TOP/tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml}
+read -r -a VARIANTS <<<"${VARIANTS:-plugin empty loaded nobind xml}"
 PLUGIN_SO=${PLUGIN_SO:-$TOP/build/.libs/dpg.so}
 [ -f "$PLUGIN_SO" ] || { echo "launch_overhead: no plugin at PLUGIN_SO=$PLUGIN_SO (build first)" >&2; exit 2; }
 PLUGIN_SO=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
@@ -53,24 +63,46 @@ WITH="optional $PLUGIN_SO"
 J=$(salloc -N3 -n6 --no-shell -J bench 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
 [ -n "$J" ] || { echo "launch_overhead: salloc failed" >&2; exit 1; }
 
-# sanity: the plugin really acts in "plugin" and not in "empty"
-echo "$WITH" >"$LAB/plugstack.conf"
-n=$(srun --jobid="$J" --overlap -N3 -n6 --dpg-gpus-per-task=0 printenv RANK | wc -l)
-[ "$n" = 6 ] || { echo "launch_overhead: plugin did not export RANK ($n tasks had it)" >&2; exit 1; }
-: >"$LAB/plugstack.conf"
-srun --jobid="$J" --overlap -N3 -n6 printenv RANK >/dev/null 2>&1 && { echo "launch_overhead: RANK set without plugin?" >&2; exit 1; }
-
-VARIANTS=(plugin empty loaded)
-launch() { # VARIANT: prepare the plugstack (untimed), then time one launch in seconds
+prepare() { # VARIANT: write its plugstack.conf, print its srun options
 	case $1 in
-	plugin) echo "$WITH" >"$LAB/plugstack.conf"; set -- --dpg-gpus-per-task=0;;
-	loaded) echo "$WITH" >"$LAB/plugstack.conf"; set --;;
-	empty) : >"$LAB/plugstack.conf"; set --;;
+	plugin) echo "$WITH" >"$LAB/plugstack.conf"; echo --dpg-gpus-per-task=0;;
+	loaded) echo "$WITH" >"$LAB/plugstack.conf";;
+	empty) : >"$LAB/plugstack.conf";;
+	nobind) echo "$WITH bind=none" >"$LAB/plugstack.conf"; echo --dpg-gpus-per-task=0;;
+	xml) echo "$WITH topology_xml=$TOPO_XML" >"$LAB/plugstack.conf"; echo --dpg-gpus-per-task=0;;
+	*) echo "launch_overhead: unknown variant $1" >&2; exit 2;;
 	esac
-	local t0=$EPOCHREALTIME rc
-	srun --jobid="$J" --overlap -N3 -n6 "$@" true; rc=$?
-	local t1=$EPOCHREALTIME
-	[ $rc = 0 ] || { echo "launch_overhead: srun failed ($rc)" >&2; exit 1; }
+}
+[ -r "$TOPO_XML" ] || { echo "launch_overhead: no TOPO_XML=$TOPO_XML" >&2; exit 2; }
+
+declare -A SANITY
+# sanity: each variant really does what it says (contract, binding, or nothing)
+probe='echo "$RANK|${DPG_CPUS-}|${OMP_NUM_THREADS-}|$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
+free=$(: >"$LAB/plugstack.conf"; srun --jobid="$J" --overlap -N1 -n1 bash -c "$probe" | cut -d'|' -f4)
+for v in "${VARIANTS[@]}"; do
+	opts=$(prepare "$v") || exit 2
+	out=$(srun --jobid="$J" --overlap -N3 -n6 $opts bash -c "$probe" 2>"$LAB/probe.err") ||
+		{ cat "$LAB/probe.err" >&2; echo "launch_overhead: $v: srun failed" >&2; exit 1; }
+	ranks=$(cut -d'|' -f1 <<<"$out" | grep -c '[0-9]')
+	bound=$(awk -F'|' -v f="$free" '$4 != f' <<<"$out" | wc -l)
+	warn=$(grep -c 'dpg: ' "$LAB/probe.err")
+	case $v in
+	plugin|xml) want_r=6; [ "$bound" -gt 0 ] || { echo "launch_overhead: $v: no task bound:" >&2; echo "$out" >&2; exit 1; };;
+	nobind) want_r=6; [ "$bound" = 0 ] || { echo "launch_overhead: $v: tasks bound" >&2; exit 1; };;
+	*) want_r=0; [ "$bound" = 0 ] || { echo "launch_overhead: $v: tasks bound" >&2; exit 1; };;
+	esac
+	[ "$ranks" = $want_r ] || { echo "launch_overhead: $v: $ranks tasks with RANK, expected $want_r" >&2; echo "$out" >&2; exit 1; }
+	t0=$(sort -t'|' -k1,1n <<<"$out" | head -1)
+	SANITY[$v]="$ranks/6 with RANK, $bound/6 bound, $warn 'dpg:' stderr lines; rank 0: DPG_CPUS=$(cut -d'|' -f2 <<<"$t0") OMP_NUM_THREADS=$(cut -d'|' -f3 <<<"$t0") affinity $(cut -d'|' -f4 <<<"$t0")"
+done
+
+launch() { # VARIANT: prepare the plugstack (untimed), then time one launch in seconds
+	local opts t0 t1 rc
+	opts=$(prepare "$1") || exit 2
+	t0=$EPOCHREALTIME
+	srun --jobid="$J" --overlap -N3 -n6 $opts true 2>>"$LAB/launch.err"; rc=$?
+	t1=$EPOCHREALTIME
+	[ $rc = 0 ] || { cat "$LAB/launch.err" >&2; echo "launch_overhead: srun failed ($rc)" >&2; exit 1; }
 	awk -v a="${t0/,/.}" -v b="${t1/,/.}" 'BEGIN { printf "%.6f\n", b - a }'
 }
 
@@ -98,6 +130,7 @@ stats() { # VARIANT -> "median mean sd min max n" in ms
 }
 mode=multi-slurmd; [ "${NETNS:-0}" = 1 ] && mode=netns
 echo "# dpg launch overhead: srun --jobid=J --overlap -N3 -n6 [--dpg-gpus-per-task=0] true"
+for v in "${VARIANTS[@]}"; do printf '#   %-7s %s\n' "$v:" "$(prepare "$v" >/dev/null; sed "s|$PLUGIN_SO|dpg.so|; s|$TOP/||" "$LAB/plugstack.conf") | ${SANITY[$v]}"; done
 echo "# inside one allocation (salloc -N3 -n6), $RUNS interleaved runs per variant after $WARMUP warm-up each,"
 echo "# Slurm $(slurmd -V | awk '{print $2}'), $mode, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $((SECONDS - t_start)) s"
 printf '%-8s %9s %9s %8s %8s %8s %4s\n' variant median_ms mean_ms sd_ms min_ms max_ms n
@@ -107,8 +140,13 @@ for v in "${VARIANTS[@]}"; do
 	MED[$v]=$med; MEAN[$v]=$mean
 	printf '%-8s %9s %9s %8s %8s %8s %4s\n' "$v" "$med" "$mean" "$sd" "$mn" "$mx" "$n"
 done
-awk -v pm="${MED[plugin]}" -v em="${MED[empty]}" -v pa="${MEAN[plugin]}" -v ea="${MEAN[empty]}" \
-	-v lm="${MED[loaded]}" 'BEGIN {
-	printf "ratio plugin/empty: median %.3f (%+.1f ms), mean %.3f (%+.1f ms)\n", pm / em, pm - em, pa / ea, pa - ea
-	printf "ratio loaded/empty: median %.3f (%+.1f ms)\n", lm / em, lm - em
-}'
+ratio() { # A B: "ratio A/B: median R (+D ms), mean R (+D ms)"
+	[ -n "${MED[$1]:-}" ] && [ -n "${MED[$2]:-}" ] || return 0
+	awk -v a="$1" -v b="$2" -v am="${MED[$1]}" -v bm="${MED[$2]}" -v aa="${MEAN[$1]}" -v ba="${MEAN[$2]}" 'BEGIN {
+		printf "ratio %s/%s: median %.3f (%+.1f ms), mean %.3f (%+.1f ms)\n", a, b, am / bm, am - bm, aa / ba, aa - ba }'
+}
+for v in plugin loaded nobind xml; do ratio $v empty; done
+ratio plugin nobind   # what sched_setaffinity adds
+ratio xml plugin      # cached XML vs live discovery
+[ -s "$LAB/launch.err" ] && echo "# srun stderr during the timed runs: $(wc -l <"$LAB/launch.err") lines, e.g. $(head -1 "$LAB/launch.err")"
+exit 0

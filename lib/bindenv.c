@@ -41,11 +41,49 @@ static int add(struct dpg_env *out, const char *name, const char *fmt, ...)
 	return 0;
 }
 
+/* Set by the user, not inherited from an outer dpg step (which lists the
+ * variables it set in DPG_OWNED). */
 static bool user_set(dpg_getenv_fn get, void *ctx, const char *name)
 {
 	const char *v = get != NULL ? get(ctx, name) : NULL;
+	const char *owned = get != NULL ? get(ctx, "DPG_OWNED") : NULL;
+	size_t n = strlen(name);
 
-	return v != NULL && *v != '\0';
+	if (v == NULL || *v == '\0')
+		return false;
+	for (const char *p = owned; p != NULL && *p != '\0';) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+
+		if (len == n && strncmp(p, name, n) == 0)
+			return false;
+		p = e ? e + 1 : NULL;
+	}
+	return true;
+}
+
+/* Record in DPG_OWNED which non-DPG variables this step set. */
+static int add_owned(struct dpg_env *out, size_t from)
+{
+	static const char *const names[] = {
+		"UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME",
+		"GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS",
+	};
+	char list[256] = "";
+	size_t o = 0;
+
+	for (size_t i = from; i < out->n; i++)
+		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+			int w;
+
+			if (strcmp(out->v[i].name, names[k]) != 0)
+				continue;
+			w = snprintf(list + o, sizeof(list) - o, "%s%s", o ? "," : "", names[k]);
+			if (w < 0 || (size_t)w >= sizeof(list) - o)
+				return -1;
+			o += (size_t)w;
+		}
+	return add(out, "DPG_OWNED", "%s", list);
 }
 
 /* Index of GPU phys among GPUs of its vendor: what CUDA or ROCm numbers it. */
@@ -187,6 +225,7 @@ int dpg_bind_env(const struct dpg_plan *plan, uint32_t local_rank,
 {
 	const struct dpg_plan_task *t;
 	unsigned ncpus;
+	size_t first = out->n;
 
 	if (plan == NULL || local_rank >= plan->ntasks)
 		return dpg_errf(err, "local task %u is not in the node's plan (%u tasks)",
@@ -201,7 +240,8 @@ int dpg_bind_env(const struct dpg_plan *plan, uint32_t local_rank,
 	    add(out, "DPG_NUMA", "%d", t->numa) != 0 ||
 	    (plan->policy.bind == DPG_BIND_CLOSEST && ncpus > 0 &&
 	     !user_set(get, ctx, "OMP_NUM_THREADS") &&
-	     add(out, "OMP_NUM_THREADS", "%u", ncpus) != 0))
+	     add(out, "OMP_NUM_THREADS", "%u", ncpus) != 0) ||
+	    add_owned(out, first) != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	return 0;
 }

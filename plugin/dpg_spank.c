@@ -486,6 +486,20 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* Will task_init export the contract?  Only then may the task be bound. */
+static bool task_valid(spank_t sp)
+{
+	struct dpg_step step;
+	struct dpg_task task;
+	struct dpg_err err;
+	char **env = NULL;
+
+	return spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env != NULL &&
+	       task_getenv(env, "SLURM_DPG_SECRET") != NULL &&
+	       dpg_step_from_env(task_getenv, env, &st.conf, &st.req, &step, &err) == 0 &&
+	       dpg_task_from_env(task_getenv, env, &step, &task, &err) == 0;
+}
+
 /* In the task (still privileged, before exec): bind it to its CPUs. */
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
@@ -499,7 +513,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!spank_remote(sp) || st.plan == NULL || st.req.bind != DPG_BIND_CLOSEST ||
 	    spank_get_item(sp, S_TASK_ID, &id) != ESPANK_SUCCESS ||
-	    id >= st.plan->ntasks)
+	    id >= st.plan->ntasks || !task_valid(sp))
 		return 0;
 	t = &st.plan->tasks[id];
 	mask = CPU_ALLOC(DPG_CPU_MAX);

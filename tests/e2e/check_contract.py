@@ -180,7 +180,7 @@ def main():
                     help="--dpg-verbose: exactly one correct 'dpg: rank=...' line per task on --stderr")
     ap.add_argument("--port-source", help="expected port_source= in the verbose lines")
     ap.add_argument("--json-out", help="write the parsed tasks here")
-    ap.add_argument("--free-cpus", help="Cpus_allowed_list of a task without dpg (checks affinity)")
+    ap.add_argument("--free-cpus", help="Cpus_allowed_list of a task without dpg (checks affinity; '' = don't)")
     ap.add_argument("--bind", choices=["closest", "none"], default="closest",
                     help="expected binding mode (default closest)")
     ap.add_argument("--ifname", help="expected GLOO_SOCKET_IFNAME (NCCL_SOCKET_IFNAME '=IF'); '' = neither")
@@ -194,6 +194,8 @@ def main():
     ap.add_argument("--shared", action="store_true", help="GPUs may serve several tasks (gpu_sharing)")
     ap.add_argument("--keep", action="append", default=[], metavar="NAME=VALUE",
                     help="a variable the user exported, kept in every task")
+    ap.add_argument("--inherited", action="append", default=[], metavar="NAME",
+                    help="NAME may come from an enclosing step: not checked")
     a = ap.parse_args()
 
     with (open(a.file) if a.file else sys.stdin) as f:
@@ -224,7 +226,7 @@ def main():
             extra = [x for x in t.get("E2E_DPG_VARS", "").split(",") if x]
             if got or extra:
                 err(f"task {t.get('SLURM_PROCID')}: unexpected {sorted(set(got + extra))}")
-            if a.free_cpus is not None and "E2E_CPUS_ALLOWED" in t and \
+            if a.free_cpus and "E2E_CPUS_ALLOWED" in t and \
                     cpulist(t["E2E_CPUS_ALLOWED"]) != cpulist(a.free_cpus):
                 err(f"task {t.get('SLURM_PROCID')}: bound to CPUs {t['E2E_CPUS_ALLOWED']} "
                     f"without dpg's contract (a task without dpg has {a.free_cpus})")
@@ -340,14 +342,15 @@ def main():
     # ---------------------------------------------------------------- binding
     keep = dict(kv.partition("=")[::2] for kv in a.keep)
     for t in tasks:
-        for k, v in keep.items():
+        for k, v in list(keep.items()):
             if t.get(k) != v:
                 err(f"rank {t['RANK']}: {k}={t.get(k)}, but the user exported {k}={v}")
+    keep.update({k: None for k in a.inherited})
     topo_gpus, topo_chains, topo_ofed = load_topo(a.topo) if a.topo else (None, None, None)
     warn_lines = []
     if a.stderr:
         warn_lines = [l.rstrip("\n") for l in open(a.stderr) if "dpg: task " in l]
-    free = cpulist(a.free_cpus) if a.free_cpus is not None else None
+    free = cpulist(a.free_cpus) if a.free_cpus else None
     unbound_expected = 0
     bind_note = []
     for t in tasks:
@@ -362,7 +365,7 @@ def main():
         if not re.fullmatch(r"-1|\d+", t["DPG_NUMA"]):
             err(f"rank {r}: DPG_NUMA={t['DPG_NUMA']!r} is not a NUMA node index")
         if a.ifname is not None:
-            for k, want in (("GLOO_SOCKET_IFNAME", a.ifname),
+            for k, want in (("GLOO_SOCKET_IFNAME", a.ifname or None),
                             ("NCCL_SOCKET_IFNAME", "=" + a.ifname if a.ifname else None)):
                 if k not in keep and t.get(k) != want:
                     err(f"rank {r}: {k}={t.get(k)}, expected {want}")
@@ -529,6 +532,7 @@ def main():
         plan_note += ", " + "; ".join(bind_note)
 
     plan_keys = set()
+    cpu_keys = []
 
     def cross_check(plan, what):
         prow = {str(x["rank"]): x for x in plan["tasks"]}
@@ -541,9 +545,10 @@ def main():
             if x["node"] != t["SLURMD_NODENAME"]:
                 err(f"rank {r}: ran on {t['SLURMD_NODENAME']}, {what} says {x['node']}")
             for k, v in x["env"].items():
-                if (k in CONTRACT + DPG or k in PLAN_BINDING and k not in keep) and t.get(k) != v:
+                if (k in CONTRACT + DPG or k in PLAN_BINDING + cpu_keys and k not in keep) and \
+                        t.get(k) != v:
                     err(f"rank {r}: {k}={t.get(k)}, {what} says {v}")
-            bk = [k for k in PLAN_BINDING if k in x["env"]]
+            bk = [k for k in PLAN_BINDING + cpu_keys if k in x["env"]]
             if bk:
                 plan_keys.update(bk)
 
@@ -571,6 +576,14 @@ def main():
             cmd += ["--gpu-visibility", a.visibility]
         if "--bind" in helptext:
             cmd += ["--bind", a.bind]
+        # the CPUs Slurm gave the step on a node (the plugin reads them from
+        # Slurm, dpg-plan cannot): the union of the node's DPG_CPUS, as the
+        # plan splits all of them (bind=closest) or gives all (none)
+        usable = {fmt_cpus(set().union(*(cpulist(t.get("DPG_CPUS")) for t in local)))
+                  for local in nodes.values()}
+        if "--cpus" in helptext and any("topology_xml=" in c for c in a.conf) and len(usable) == 1:
+            cmd += ["--cpus", next(iter(usable))]
+            cpu_keys.extend(["DPG_CPUS", "DPG_NUMA", "OMP_NUM_THREADS"])
         if a.port is not None:
             cmd += ["--port", str(a.port)]
         p = subprocess.run(cmd, capture_output=True, text=True)

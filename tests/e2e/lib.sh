@@ -34,6 +34,30 @@ run_case() {
 	fi
 }
 
+# xfail_case NAME REASON CMD [ARGS...]: a case that checks the RIGHT
+# behaviour of a known, reported plugin bug: while it fails it prints
+# "XFAIL NAME  # known plugin bug: REASON" and the first lines of its output,
+# and counts neither as passed nor failed (E2E_XFAIL); once the bug is fixed
+# it prints "XPASS NAME" and counts as passed (then drop the marker).
+E2E_XFAIL=0
+xfail_case() {
+	local name=$1 reason=$2 t0 rc log
+	shift 2
+	if [ -n "${CASES:-}" ] && ! [[ $name =~ $CASES ]]; then return 0; fi
+	log=$WORK/log/$(tr -c 'A-Za-z0-9._-' '_' <<<"$name").log
+	t0=$(e2e_now)
+	( set +e; "$@" ) >"$log" 2>&1
+	rc=$?
+	if [ $rc = 0 ]; then
+		E2E_PASS=$((E2E_PASS + 1))
+		echo "XPASS $name ($(e2e_elapsed "$t0")s)  # was a known bug ($reason): fixed? drop xfail_case"
+	else
+		E2E_XFAIL=$((E2E_XFAIL + 1))
+		echo "XFAIL $name ($(e2e_elapsed "$t0")s)  # known plugin bug: $reason"
+		sed -e 's/^/    | /' "$log" | head -n "${E2E_XFAIL_LINES:-6}"
+	fi
+}
+
 # note TEXT: a remark shown after "ok NAME" (what the case observed)
 note() { echo "NOTE: $*"; }
 

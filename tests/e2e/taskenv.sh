@@ -19,8 +19,9 @@ while [ $# -gt 0 ]; do
 done
 line=DPGE2E
 TAB=$(printf '\t')
-for v in SLURM_JOB_ID SLURM_STEP_ID SLURM_PROCID SLURM_LOCALID SLURM_NODEID \
-	SLURM_NTASKS SLURM_NNODES SLURM_STEP_NUM_TASKS SLURM_STEP_NUM_NODES \
+# (keep the line under 1024 bytes: slurmstepd forwards output in messages of
+# at most 1024 bytes, and pieces of a longer line interleave with other tasks')
+VARS="SLURM_JOB_ID SLURM_STEP_ID SLURM_PROCID SLURM_LOCALID SLURM_NODEID \
 	SLURM_STEP_NODELIST SLURM_STEP_TASKS_PER_NODE SLURM_DISTRIBUTION \
 	SLURM_DIST_PLANESIZE SLURM_STEP_RESV_PORTS SLURMD_NODENAME \
 	RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE NODE_RANK GROUP_RANK \
@@ -31,15 +32,19 @@ for v in SLURM_JOB_ID SLURM_STEP_ID SLURM_PROCID SLURM_LOCALID SLURM_NODEID \
 	DPG_STEP_ID DPG_GPUS_PER_TASK \
 	DPG_GPU_VISIBILITY DPG_GPUS DPG_NICS DPG_CPUS DPG_NUMA \
 	CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES CUDA_DEVICE_ORDER GPU_DEVICE_ORDINAL \
-	SLURM_STEP_GPUS SLURM_JOB_GPUS UCX_NET_DEVICES NCCL_IB_HCA \
-	NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME OMP_NUM_THREADS; do
+	SLURM_STEP_GPUS UCX_NET_DEVICES NCCL_IB_HCA \
+	NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME OMP_NUM_THREADS"
+for v in $VARS; do
 	eval "isset=\${$v+x}"
 	[ -n "$isset" ] || continue
 	eval "val=\$$v"
 	line="$line$TAB$v=$val"
 done
 # any other DPG_* the plugin may add (listed, not checked)
-extra=$(env | sed -n 's/^\(DPG_[A-Z0-9_]*\)=.*/\1/p' | sort | tr '\n' ',')
+extra= known=" $(echo $VARS) "
+for v in $(env | sed -n 's/^\(DPG_[A-Z0-9_]*\)=.*/\1/p' | sort); do
+	case $known in *" $v "*) ;; *) extra=$extra$v,;; esac
+done
 # the CPUs this task may run on (sed inherits the task's affinity)
 aff=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
 line="$line${TAB}E2E_DPG_VARS=$extra${TAB}E2E_HOST=$(hostname)${TAB}E2E_CPUS_ALLOWED=$aff"
@@ -47,6 +52,8 @@ if [ $resolve = 1 ] && [ -n "${MASTER_ADDR:-}" ]; then
 	ip=$(getent hosts "$MASTER_ADDR" | awk '{print $1; exit}')
 	line="$line${TAB}E2E_RESOLVED=${ip:-FAILED}${TAB}E2E_ADDRS=$(hostname -I 2>/dev/null)"
 fi
+[ ${#line} -lt 1000 ] ||
+	echo "taskenv.sh: a ${#line}-byte line: slurmstepd may split it (1024-byte messages)" >&2
 printf '%s\n' "$line"
 [ -n "$touch" ] && : >"$touch"
 if [ -n "$wait" ]; then
