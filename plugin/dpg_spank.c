@@ -47,6 +47,7 @@ static int opt_gpus(int val, const char *optarg, int remote);
 static int opt_verbose(int val, const char *optarg, int remote);
 static int opt_port(int val, const char *optarg, int remote);
 static int opt_bind(int val, const char *optarg, int remote);
+static void bind_task(uint32_t id);
 static int opt_visibility(int val, const char *optarg, int remote);
 
 static struct spank_option options[] = {
@@ -320,6 +321,7 @@ static int export_contract(spank_t sp)
 			return -1;
 		}
 	}
+	bind_task(task.local_rank);
 	if (task.rank == 0 && st.env.notice[0] != '\0')
 		slurm_info("%s", st.env.notice);
 	if (task.rank == 0)
@@ -486,35 +488,20 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* Will task_init export the contract?  Only then may the task be bound. */
-static bool task_valid(spank_t sp)
-{
-	struct dpg_step step;
-	struct dpg_task task;
-	struct dpg_err err;
-	char **env = NULL;
-
-	return spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env != NULL &&
-	       task_getenv(env, "SLURM_DPG_SECRET") != NULL &&
-	       dpg_step_from_env(task_getenv, env, &st.conf, &st.req, &step, &err) == 0 &&
-	       dpg_task_from_env(task_getenv, env, &step, &task, &err) == 0;
-}
-
-/* In the task (still privileged, before exec): bind it to its CPUs. */
-int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+/* Bind the task (this process, just before exec) to its planned CPUs.
+ * This runs in task_init, not task_init_privileged: only there are the
+ * task's SLURM_* variables final, so a task that gets no contract is never
+ * bound; narrowing one's own affinity needs no privilege, Slurm's
+ * task/affinity has already run, and cgroup limits apply either way. */
+static void bind_task(uint32_t id)
 {
 	const struct dpg_plan_task *t;
-	uint32_t id = 0;
 	size_t msize = CPU_ALLOC_SIZE(DPG_CPU_MAX);
 	cpu_set_t *mask, *now;
 	unsigned n = 0;
 
-	(void)ac;
-	(void)av;
-	if (!spank_remote(sp) || st.plan == NULL || st.req.bind != DPG_BIND_CLOSEST ||
-	    spank_get_item(sp, S_TASK_ID, &id) != ESPANK_SUCCESS ||
-	    id >= st.plan->ntasks || !task_valid(sp))
-		return 0;
+	if (st.plan == NULL || st.req.bind != DPG_BIND_CLOSEST || id >= st.plan->ntasks)
+		return;
 	t = &st.plan->tasks[id];
 	mask = CPU_ALLOC(DPG_CPU_MAX);
 	now = CPU_ALLOC(DPG_CPU_MAX);
@@ -539,7 +526,6 @@ out:
 		CPU_FREE(mask);
 	if (now != NULL)
 		CPU_FREE(now);
-	return 0;
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

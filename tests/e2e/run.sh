@@ -357,8 +357,8 @@ c_nested_omp() { # the inner step's OMP_NUM_THREADS must match ITS binding
 	[ -s "$WORK/nested.out" ] || fail "no output of the nested case" || return 1
 	"${CHK[@]}" --tasks 6 --nodes 3 --gpus 0 --stderr "$WORK/nested.out.err" "$WORK/nested.out"
 }
-[ $HAVE_PLUGIN = 1 ] && xfail_case "nested srun: OMP_NUM_THREADS = the inner task's CPU count, not the outer's" \
-	"the outer step's OMP_NUM_THREADS is kept as if the user had set it" c_nested_omp
+pcase "nested srun: OMP_NUM_THREADS = the inner task's CPU count, not the outer's (DPG_OWNED)" \
+	c_nested_omp
 
 c_no_contract() { # OUT GREP-PATTERN SRUN-ARGS...: tasks run without contract + clear message
 	local out=$1 pat=$2 rc
@@ -382,8 +382,7 @@ c_unbound() { # OUT: tasks that got no contract were not bound either
 		sed 's/ SLURM_PROCID=/\nSLURM_PROCID=/g'
 	"${CHK[@]}" --none "$WORK/$1"
 }
-[ $HAVE_PLUGIN = 1 ] && xfail_case "-m arbitrary, no contract: the tasks are not CPU-bound either" \
-	"task_init_privileged binds although task_init then exports nothing" c_unbound arb.out
+pcase "-m arbitrary, no contract: the tasks are not CPU-bound either" c_unbound arb.out
 pcase "-m arbitrary + user MASTER_ADDR=n3: full contract" \
 	c_step arb2.out --tasks 4 --nodes 3 --lws 1,1,2 --master-addr n3 --master-node n3 --gpus 0 -- \
 	env SLURM_HOSTFILE="$WORK/hostfile" MASTER_ADDR=n3 srun --jobid="$ALLOC" --overlap -m arbitrary -n4 "${G[@]}" "$T"
@@ -426,8 +425,7 @@ pcase "heterogeneous step -N1 -n1 : -N2 -n2: correct or clearly refused" \
 pcase "heterogeneous step -w n2 -n2 : -w n1 -n1: correct or clearly refused" \
 	c_het het2.out --overlap -w n2 -N1 -n2 "${G[@]}" : --overlap -w n1 -N1 -n1 "${G[@]}"
 if [ $HAVE_PLUGIN = 1 ] && [ -e "$WORK/het2.out.refused" ]; then
-	xfail_case "heterogeneous step refused: the tasks are not CPU-bound either" \
-		"task_init_privileged binds although task_init then exports nothing" c_unbound het2.out
+	pcase "heterogeneous step refused: the tasks are not CPU-bound either" c_unbound het2.out
 fi
 
 c_salloc() {
