@@ -100,6 +100,13 @@ dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
 			return st;
 		}
 	}
+	if (dpg_ctx_track_mesh(ctx, m, 1) != DPG_OK) {
+		for (int d = 0; d < ndims; d++)
+			dpg_comm_destroy_owned(m->comms[d]);
+		free(m);
+		dpg_ctx_seterr(ctx, "%s mesh_create: out of memory", dpg_ctx_who(ctx));
+		return DPG_ERR_NOMEM;
+	}
 	*out = m;
 	return DPG_OK;
 }
@@ -122,6 +129,7 @@ dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh)
 {
 	if (mesh == NULL)
 		return DPG_OK;
+	dpg_ctx_track_mesh(mesh->ctx, mesh, 0);
 	for (int d = mesh->ndims - 1; d >= 0; d--)
 		dpg_comm_destroy_owned(mesh->comms[d]);
 	free(mesh);

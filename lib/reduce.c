@@ -93,10 +93,6 @@ DPG_CLONES static void NAME(T *dst, const T *const *src, int nsrc,		\
 }
 
 #define ID(x) (x)
-#define F16LD(x) dpg_f16_to_f32(x)
-#define F16ST(x) dpg_f32_to_f16(x)
-#define BF16LD(x) dpg_bf16_to_f32(x)
-#define BF16ST(x) dpg_f32_to_bf16(x)
 
 #define OPF_SUM(a, b) ((a) + (b))
 #define OPF_MIN(a, b) dpg_red_f32((a), (b), DPG_MIN)
@@ -119,14 +115,137 @@ DPG_CLONES static void NAME(T *dst, const T *const *src, int nsrc,		\
 
 DPG_RED_FAMILY(red_f32, float, float, ID, ID, OPF_SUM, OPF_MIN, OPF_MAX, dpg_red_div_f32)
 DPG_RED_FAMILY(red_f64, double, double, ID, ID, OPF_SUM, OPD_MIN, OPD_MAX, dpg_red_div_f64)
-DPG_RED_FAMILY(red_f16, uint16_t, float, F16LD, F16ST, OPF_SUM, OPF_MIN, OPF_MAX,
-	       dpg_red_div_f32)
-DPG_RED_FAMILY(red_bf16, uint16_t, float, BF16LD, BF16ST, OPF_SUM, OPF_MIN, OPF_MAX,
-	       dpg_red_div_f32)
 DPG_RED_FAMILY(red_i32, int32_t, int32_t, ID, ID, OPI32_SUM, OPI32_MIN, OPI32_MAX,
 	       dpg_red_div_i32)
 DPG_RED_FAMILY(red_i64, int64_t, int64_t, ID, ID, OPI64_SUM, OPI64_MIN, OPI64_MAX,
 	       dpg_red_div_i64)
+
+/* ---------------------------------------------------------------- 16 bit
+ * f16 / bf16 go through f32 tiles: convert each source tile to f32 (padding
+ * a short tile with zeros), combine the f32 tiles, convert back once.  The
+ * tile conversions are separate functions so that x86 CPUs with F16C get
+ * the hardware f16 conversions (same rounding as reduce.h, checked
+ * exhaustively in the unit test's conversion case). */
+typedef void (*dpg_tile_in_fn)(float *o, const uint16_t *in, size_t m);
+typedef void (*dpg_tile_out_fn)(uint16_t *o, const float *in, size_t m);
+
+#define DPG_TILE_CONV(NAME_IN, NAME_OUT, LD, ST)				\
+DPG_CLONES static void NAME_IN(float *o, const uint16_t *in, size_t m)	\
+{										\
+	size_t k;								\
+										\
+	if (m == DPG_RED_TILE) {						\
+		for (k = 0; k < DPG_RED_TILE; k++)				\
+			o[k] = LD(in[k]);					\
+		return;								\
+	}									\
+	for (k = 0; k < m; k++)							\
+		o[k] = LD(in[k]);						\
+	for (; k < DPG_RED_TILE; k++)						\
+		o[k] = 0.0f;							\
+}										\
+DPG_CLONES static void NAME_OUT(uint16_t *o, const float *in, size_t m)	\
+{										\
+	size_t k;								\
+										\
+	if (m == DPG_RED_TILE) {						\
+		for (k = 0; k < DPG_RED_TILE; k++)				\
+			o[k] = ST(in[k]);					\
+		return;								\
+	}									\
+	for (k = 0; k < m; k++)							\
+		o[k] = ST(in[k]);						\
+}
+
+DPG_TILE_CONV(f16_tile_in, f16_tile_out, dpg_f16_to_f32, dpg_f32_to_f16)
+DPG_TILE_CONV(bf16_tile_in, bf16_tile_out, dpg_bf16_to_f32, dpg_f32_to_bf16)
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(DPG_NO_MULTIVERSION)
+#include <immintrin.h>
+#define DPG_HAVE_F16C_PATH 1
+#define DPG_F16C __attribute__((target("avx2,f16c")))
+
+DPG_F16C static void f16c_tile_in(float *o, const uint16_t *in, size_t m)
+{
+	size_t k = 0;
+
+	for (; k + 8 <= m; k += 8)
+		_mm256_storeu_ps(o + k, _mm256_cvtph_ps(
+				 _mm_loadu_si128((const __m128i *)(const void *)(in + k))));
+	for (; k < m; k++)
+		o[k] = dpg_f16_to_f32(in[k]);
+	for (; k < DPG_RED_TILE; k++)
+		o[k] = 0.0f;
+}
+
+DPG_F16C static void f16c_tile_out(uint16_t *o, const float *in, size_t m)
+{
+	size_t k = 0;
+
+	for (; k + 8 <= m; k += 8)
+		_mm_storeu_si128((__m128i *)(void *)(o + k), _mm256_cvtps_ph(
+				 _mm256_loadu_ps(in + k),
+				 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	for (; k < m; k++)
+		o[k] = dpg_f32_to_f16(in[k]);
+}
+#endif
+
+#define DPG_RED_KERNEL16(NAME, OP, FIN)						\
+DPG_CLONES static void NAME(uint16_t *dst, const uint16_t *const *src,		\
+			    int nsrc, size_t count, int div,			\
+			    dpg_tile_in_fn tin, dpg_tile_out_fn tout)		\
+{										\
+	float acc[DPG_RED_TILE], tmp[DPG_RED_TILE];				\
+	size_t i;								\
+	int q, k;								\
+										\
+	for (i = 0; i < count; i += DPG_RED_TILE) {				\
+		size_t m = count - i < DPG_RED_TILE ? count - i : DPG_RED_TILE;	\
+										\
+		tin(acc, src[0] + i, m);					\
+		for (q = 1; q < nsrc; q++) {					\
+			tin(tmp, src[q] + i, m);				\
+			for (k = 0; k < DPG_RED_TILE; k++)			\
+				acc[k] = OP(acc[k], tmp[k]);			\
+		}								\
+		if (FIN)							\
+			for (k = 0; k < DPG_RED_TILE; k++)			\
+				acc[k] = dpg_red_div_f32(acc[k], div);		\
+		tout(dst + i, acc, m);						\
+	}									\
+}
+
+DPG_RED_KERNEL16(red_h_sum, OPF_SUM, 0)
+DPG_RED_KERNEL16(red_h_avg, OPF_SUM, div > 0)
+DPG_RED_KERNEL16(red_h_min, OPF_MIN, 0)
+DPG_RED_KERNEL16(red_h_max, OPF_MAX, 0)
+
+static void red_16(uint16_t *dst, const uint16_t *const *src, int nsrc, size_t count,
+		   dpg_op_t op, int div, dpg_tile_in_fn tin, dpg_tile_out_fn tout)
+{
+	switch (op) {
+	case DPG_SUM:
+		red_h_sum(dst, src, nsrc, count, div, tin, tout);
+		break;
+	case DPG_AVG:
+		red_h_avg(dst, src, nsrc, count, div, tin, tout);
+		break;
+	case DPG_MIN:
+		red_h_min(dst, src, nsrc, count, div, tin, tout);
+		break;
+	case DPG_MAX:
+		red_h_max(dst, src, nsrc, count, div, tin, tout);
+		break;
+	}
+}
+
+#ifdef DPG_HAVE_F16C_PATH
+static int have_f16c(void)
+{
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+#endif
 
 #define DPG_RED_DISPATCH(P, T)							\
 	do {									\
@@ -162,10 +281,19 @@ void dpg_reduce_n(void *dst, const void *const *src, int nsrc, size_t count,
 		DPG_RED_DISPATCH(red_f64, double);
 		break;
 	case DPG_F16:
-		DPG_RED_DISPATCH(red_f16, uint16_t);
+#ifdef DPG_HAVE_F16C_PATH
+		if (have_f16c()) {
+			red_16(dst, (const uint16_t *const *)src, nsrc, count, op, div,
+			       f16c_tile_in, f16c_tile_out);
+			break;
+		}
+#endif
+		red_16(dst, (const uint16_t *const *)src, nsrc, count, op, div,
+		       f16_tile_in, f16_tile_out);
 		break;
 	case DPG_BF16:
-		DPG_RED_DISPATCH(red_bf16, uint16_t);
+		red_16(dst, (const uint16_t *const *)src, nsrc, count, op, div,
+		       bf16_tile_in, bf16_tile_out);
 		break;
 	case DPG_I32:
 		DPG_RED_DISPATCH(red_i32, int32_t);

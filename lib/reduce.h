@@ -160,9 +160,9 @@ DPG_RED_FN float dpg_red_f32(float a, float b, dpg_op_t op)
 {
 	switch (op) {
 	case DPG_MIN:
-		return (a < b || a != a) ? a : b;
+		return ((a < b) | (a != a)) ? a : b;
 	case DPG_MAX:
-		return (a > b || a != a) ? a : b;
+		return ((a > b) | (a != a)) ? a : b;
 	default:
 		return a + b;
 	}
@@ -172,9 +172,9 @@ DPG_RED_FN double dpg_red_f64(double a, double b, dpg_op_t op)
 {
 	switch (op) {
 	case DPG_MIN:
-		return (a < b || a != a) ? a : b;
+		return ((a < b) | (a != a)) ? a : b;
 	case DPG_MAX:
-		return (a > b || a != a) ? a : b;
+		return ((a > b) | (a != a)) ? a : b;
 	default:
 		return a + b;
 	}

@@ -67,6 +67,8 @@ struct dpg_ctx {
 	struct rt_comm *comms;
 	struct rt_comm *world;
 	struct rank_info *ranks;	/* world_size entries (NULL: one rank) */
+	dpg_mesh_t **meshes;		/* alive meshes, for dpg_finalize */
+	size_t nmesh, mesh_cap;
 	char err[ERR_MAX];
 };
 
@@ -375,6 +377,21 @@ static void xchg_publish_error(struct dpg_ctx *ctx, const char *key,
 	free(b);
 }
 
+/* After publishing an error, member 0 waits (briefly) until the members
+ * that arrived have read it: the caller may stop the store right after. */
+static void xchg_wait_acks(struct dpg_ctx *ctx, const char *prefix, int want)
+{
+	char key[KEY_MAX + 1];
+	int64_t deadline = dpg_now_ms() + XCHG_GRACE_MS, got = 0;
+
+	if (want <= 0)
+		return;
+	snprintf(key, sizeof(key), "%s/ack", prefix);
+	while (dpg_store_add(ctx->store, key, 0, &got, deadline, NULL) == 0 &&
+	       got < want && dpg_now_ms() < deadline)
+		usleep(2000);
+}
+
 /* Every member of a group (me of n; world_ranks maps members to world ranks
  * for messages) contributes one value; all get all values.  Member i sets
  * <prefix>/<i>; member 0 collects them and republishes them as one value
@@ -410,6 +427,10 @@ static dpg_status_t xchg_run(struct dpg_ctx *ctx, const char *prefix, int me,
 		}
 		x->blob = got;
 		if (glen >= 2 && ((uint8_t *)got)[0] == 'E') {
+			/* tell member 0 we read it, so it may stop its store */
+			snprintf(key, sizeof(key), "%s/ack", prefix);
+			(void)dpg_store_add(ctx->store, key, 1, NULL,
+					    dpg_now_ms() + 1000, NULL);
 			st = (dpg_status_t)((uint8_t *)got)[1];
 			snprintf(msg, mlen, "%.*s", (int)(glen - 2), (char *)got + 2);
 			return st == DPG_OK ? DPG_ERR_PEER : st;
@@ -478,6 +499,7 @@ static dpg_status_t xchg_run(struct dpg_ctx *ctx, const char *prefix, int me,
 		}
 		if (st != DPG_OK) {
 			xchg_publish_error(ctx, all, st, msg, deadline + XCHG_GRACE_MS);
+			xchg_wait_acks(ctx, prefix, n - 1 - missing);
 			for (int i = 1; i < n; i++)
 				free(vals[i]);
 			free(vals);
@@ -953,7 +975,8 @@ static dpg_status_t claim_rank(struct dpg_ctx *ctx, struct dpg_err *e)
 		return dpg_rt_store_status(rc);
 	if (cur != NULL && (clen != strlen(me) || memcmp(cur, me, clen) != 0)) {
 		dpg_errf(e, "inconsistent environment: rank %d is already taken by "
-			 "%.*s (do several tasks get the same RANK? %s)", ctx->j.rank,
+			 "%.*s (the rank comes from %s: do several processes get "
+			 "the same one?)", ctx->j.rank,
 			 (int)(clen > 100 ? 100 : clen), (char *)cur,
 			 dpg_join_src_name(ctx->j.src));
 		free(cur);
@@ -1090,6 +1113,31 @@ dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out)
 
 /* ------------------------------------------------------------ finalize, abort */
 
+dpg_status_t dpg_ctx_track_mesh(struct dpg_ctx *ctx, dpg_mesh_t *mesh, int add)
+{
+	if (ctx == NULL || mesh == NULL)
+		return DPG_ERR_INVALID;
+	if (!add) {
+		for (size_t i = 0; i < ctx->nmesh; i++)
+			if (ctx->meshes[i] == mesh) {
+				ctx->meshes[i] = ctx->meshes[--ctx->nmesh];
+				break;
+			}
+		return DPG_OK;
+	}
+	if (ctx->nmesh == ctx->mesh_cap) {
+		size_t cap = ctx->mesh_cap ? ctx->mesh_cap * 2 : 4;
+		dpg_mesh_t **m = realloc(ctx->meshes, cap * sizeof(*m));
+
+		if (m == NULL)
+			return DPG_ERR_NOMEM;
+		ctx->meshes = m;
+		ctx->mesh_cap = cap;
+	}
+	ctx->meshes[ctx->nmesh++] = mesh;
+	return DPG_OK;
+}
+
 dpg_status_t dpg_abort(dpg_ctx_t *ctx)
 {
 	if (ctx == NULL)
@@ -1136,7 +1184,10 @@ dpg_status_t dpg_finalize(dpg_ctx_t *ctx)
 
 	if (ctx == NULL)
 		return DPG_OK;
-	/* user and mesh comms first (oldest first), the world last */
+	while (ctx->nmesh > 0)
+		dpg_mesh_destroy(ctx->meshes[ctx->nmesh - 1]);
+	free(ctx->meshes);
+	/* user comms next (oldest first), the world last */
 	for (;;) {
 		struct rt_comm *victim = NULL;
 

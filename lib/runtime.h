@@ -37,6 +37,11 @@ const char *dpg_ctx_rank_host(const struct dpg_ctx *ctx, int r);
 /* The context's store client (NULL in a one-process world). */
 struct dpg_store *dpg_ctx_store(const struct dpg_ctx *ctx);
 
+/* Meshes still alive at dpg_finalize are destroyed by it: mesh.c registers
+ * each mesh (add = 1) and unregisters it (add = 0) on destroy.  Returns
+ * DPG_ERR_NOMEM when the registry cannot grow. */
+dpg_status_t dpg_ctx_track_mesh(struct dpg_ctx *ctx, dpg_mesh_t *mesh, int add);
+
 /* comm_split with an owner; mesh.c uses DPG_OWNER_MESH. */
 dpg_status_t dpg_comm_split_owned(dpg_comm_t *comm, int color, int key,
 				  enum dpg_comm_owner owner, dpg_comm_t **out);

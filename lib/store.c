@@ -1592,7 +1592,11 @@ static int recv_msg(struct dpg_store *s, bool any_id, uint32_t id, int64_t deadl
 		left = deadline - dpg_now_ms();
 		if (left <= 0)
 			return DPG_NET_TIMEOUT;
-		r = poll(&p, 1, left > 100 ? 100 : (int)left);
+		/* slices only when there is a flag to watch: thousands of
+		 * idle waiters must not wake ten times a second for nothing */
+		if (s->abort != NULL && left > 100)
+			left = 100;
+		r = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
 		if (r < 0 && errno != EINTR)
 			return DPG_NET_ERR;
 	}

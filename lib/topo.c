@@ -1025,9 +1025,11 @@ int dpg_topo_load_live(struct dpg_topo **out, struct dpg_err *err)
 {
 #if HWLOC_API_VERSION >= 0x00020100
 	/* vendor backends open GPU drivers / runtimes: they may hang or
-	 * initialise a GPU context inside slurmstepd */
+	 * initialise a GPU context inside slurmstepd; "pci" (libpciaccess)
+	 * is not needed on Linux, where the linux component reads PCI from
+	 * sysfs, and it leaks memory at every load */
 	static const char *const banned[] = {
-		"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl",
+		"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl", "pci",
 	};
 	hwloc_topology_t h;
 	size_t i;

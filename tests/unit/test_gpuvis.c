@@ -24,14 +24,20 @@
 
 /* ================================================================ helpers */
 
-/* The source tree is where this file is: strip its path inside the tree from
- * __FILE__ (absolute, or relative to the build directory the tests run in). */
+/* The source tree: DPG_SRCDIR from the build (absolute), else where this
+ * file is, from __FILE__ (relative to the build directory). */
 static void fixture_path(const char *name, char *buf, size_t len)
 {
 	static const char self[] = "tests/unit/test_gpuvis.c";
 	const char *f = __FILE__;
 	size_t n = strlen(f), s = sizeof(self) - 1;
 
+#ifdef DPG_SRCDIR
+	if (DPG_SRCDIR[0] == '/') {
+		snprintf(buf, len, "%s/tests/fixtures/topo/%s", DPG_SRCDIR, name);
+		return;
+	}
+#endif
 	if (n > s && strcmp(f + n - s, self) == 0)
 		snprintf(buf, len, "%.*stests/fixtures/topo/%s", (int)(n - s), f, name);
 	else

@@ -1,0 +1,1056 @@
+/* shm.c - the node segment of the CPU backend and the collectives that run
+ * entirely inside one node (see shm.h for the layout and the protocol).
+ *
+ * Direct-mode allreduce, per stage of S bytes of the buffer (stage g uses
+ * slot set g % K, so K stages can be in flight):
+ *   1. wait until every rank has finished stage g - K (the set is free);
+ *   2. copy my stage chunk, except my own slice, into my slot; publish in;
+ *   3. wait for every rank's in;
+ *   4. reduce my slice straight out of the others' slots (my own part is
+ *      read from my send buffer) into my slot; publish red;
+ *   5. wait for every rank's red;
+ *   6. copy every slice out of its owner's slot into recv; publish out.
+ * Small buffers take one step fewer: every rank reduces the whole buffer
+ * from all slots itself (same order everywhere: identical results).
+ * reduce_scatter is steps 1-4 with the result written to recv; all_gather
+ * is 1-3 and 6; broadcast is the root's copy-in and everyone's copy-out.
+ */
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net.h"
+#include "reduce.h"
+#include "store.h"
+
+#define SHM_MAGIC 0x3130736d68736770ull	/* "pgshsm01" */
+#define SHM_VERSION 1
+#define SHM_CL 64
+
+#define SHM_DEFAULT_SLOT (256u << 10)
+#define SHM_DEFAULT_SLOT_OVERSUB (1u << 20)
+#define SHM_DEFAULT_SETS 4
+#define SHM_DEFAULT_PIPE (1u << 20)
+#define SHM_MAX_SEGMENT (64u << 20)
+/* Direct allreduce: up to this many bytes, every rank reduces everything. */
+#define SHM_SMALL_BYTES (16u << 10)
+
+/* Waits: spin this long (when not oversubscribed), yield this many times,
+ * then sleep in futex slices of at most SLICE_MS. */
+#define SHM_SPIN_NS 30000
+#define SHM_YIELDS 4
+#define SHM_SLICE_MS 50
+#define SHM_HEALTH_MS 20
+
+struct shm_hdr {
+	_Atomic uint64_t magic;
+	uint64_t size;
+	uint32_t version;
+	uint32_t mode;
+	uint32_t nlocal;
+	uint32_t nsets;
+	uint64_t slot_bytes;
+	uint64_t pipe_bytes;
+	uint64_t ctl_off;
+	uint64_t data_off;
+	_Atomic uint32_t attached;
+	_Alignas(SHM_CL) _Atomic uint64_t fail;
+};
+
+/* One per local rank; each line has one writer (or is the bell). */
+struct shm_ctl {
+	_Alignas(SHM_CL) _Atomic uint64_t in;	/* owner: stages copied in */
+	_Atomic uint64_t red;			/* owner: stages reduced */
+	_Atomic uint64_t out;			/* owner: stages copied out */
+	_Atomic uint64_t bar;			/* owner: barriers entered */
+	int32_t pid;
+	_Alignas(SHM_CL) _Atomic uint32_t bell;	/* futex word, bumped by wakers */
+	_Atomic uint32_t nwait;			/* owner: sleeping on bell */
+	_Alignas(SHM_CL) _Atomic uint64_t head;	/* pipe into owner: writer's end */
+	_Alignas(SHM_CL) _Atomic uint64_t tail;	/* pipe into owner: owner's end */
+};
+
+struct dpg_shm {
+	enum dpg_shm_mode mode;
+	int n, me, self;
+	int *ranks;
+	const char *const *hosts;
+	char name[96];
+	bool creator, created, unlinked;
+	void *base;
+	size_t size;
+	struct shm_hdr *hdr;
+	struct shm_ctl *ctl;
+	char *data;
+	int *pidfds;			/* -1: not watched */
+	pid_t *pids;
+	bool pid_ok, oversub;
+	int64_t last_health_ms;
+	/* direct */
+	size_t S;			/* slot bytes */
+	int K;
+	uint64_t g;			/* next stage */
+	uint64_t bar;
+	const void **srcs;		/* n source pointers, reused */
+	/* pipes */
+	size_t P;
+	int pipe_to, pipe_from;
+	uint64_t wpos, rpos;
+};
+
+/* ------------------------------------------------------------ failures */
+
+int dpg_fail_format(const struct dpg_fail *f, int self, const char *const *hosts,
+		    struct dpg_err *err)
+{
+	const char *h = f->culprit >= 0 && hosts != NULL ? hosts[f->culprit] : "?";
+	char by[64] = "";
+	int code = -DPG_ERR_PEER;
+
+	if (f->reporter >= 0 && f->reporter != self && f->reporter != f->culprit)
+		snprintf(by, sizeof(by), " (reported by rank %d)", f->reporter);
+	switch (f->why) {
+	case DPG_FAIL_EXITED:
+		dpg_errf(err, "peer rank %d (%s) exited%s", f->culprit, h, by);
+		break;
+	case DPG_FAIL_CLOSED:
+		dpg_errf(err, "peer rank %d (%s) closed the connection%s", f->culprit, h, by);
+		break;
+	case DPG_FAIL_ABORTED:
+		dpg_errf(err, "peer rank %d (%s) aborted%s", f->culprit, h, by);
+		break;
+	case DPG_FAIL_TIMEOUT:
+		code = -DPG_ERR_TIMEOUT;
+		if (f->culprit >= 0)
+			dpg_errf(err, "timed out waiting for peer rank %d (%s)%s",
+				 f->culprit, h, by);
+		else
+			dpg_errf(err, "timed out waiting for the peers%s", by);
+		break;
+	default:
+		dpg_errf(err, "peer rank %d (%s) broke the protocol%s", f->culprit, h, by);
+		break;
+	}
+	return code;
+}
+
+static uint64_t fail_pack(const struct dpg_fail *f)
+{
+	return (1ull << 63) | ((uint64_t)(f->why & 0xff) << 48) |
+	       ((uint64_t)((uint32_t)(f->culprit + 1) & 0xffffffu) << 24) |
+	       ((uint64_t)(uint32_t)(f->reporter + 1) & 0xffffffu);
+}
+
+static void fail_unpack(uint64_t v, struct dpg_fail *f)
+{
+	f->why = (int)((v >> 48) & 0xff);
+	f->culprit = (int)((v >> 24) & 0xffffffu) - 1;
+	f->reporter = (int)(v & 0xffffffu) - 1;
+}
+
+/* ------------------------------------------------------------ futex */
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val, int64_t ns)
+{
+	struct timespec ts = { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *addr)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void wake_one(struct dpg_shm *s, int q)
+{
+	struct shm_ctl *c = &s->ctl[q];
+
+	if (atomic_load_explicit(&c->nwait, memory_order_seq_cst) != 0) {
+		atomic_fetch_add_explicit(&c->bell, 1, memory_order_seq_cst);
+		futex_wake(&c->bell);
+	}
+}
+
+static void wake_all(struct dpg_shm *s)
+{
+	int q;
+
+	for (q = 0; q < s->n; q++)
+		if (q != s->me)
+			wake_one(s, q);
+}
+
+/* Store a progress counter and wake whoever sleeps. */
+static void publish(struct dpg_shm *s, _Atomic uint64_t *ctr, uint64_t v)
+{
+	atomic_store_explicit(ctr, v, memory_order_seq_cst);
+	wake_all(s);
+}
+
+void dpg_shm_kick(struct dpg_shm *s)
+{
+	struct shm_ctl *c;
+
+	if (s == NULL)
+		return;
+	c = &s->ctl[s->me];
+	atomic_fetch_add_explicit(&c->bell, 1, memory_order_seq_cst);
+	futex_wake(&c->bell);
+}
+
+void dpg_shm_fail_publish(struct dpg_shm *s, const struct dpg_fail *f)
+{
+	uint64_t zero = 0;
+	int q;
+
+	if (s == NULL)
+		return;
+	atomic_compare_exchange_strong(&s->hdr->fail, &zero, fail_pack(f));
+	for (q = 0; q < s->n; q++) {
+		if (q == s->me)
+			continue;
+		atomic_fetch_add_explicit(&s->ctl[q].bell, 1, memory_order_seq_cst);
+		futex_wake(&s->ctl[q].bell);
+	}
+}
+
+bool dpg_shm_fail_get(struct dpg_shm *s, struct dpg_fail *f)
+{
+	uint64_t v;
+
+	if (s == NULL)
+		return false;
+	v = atomic_load_explicit(&s->hdr->fail, memory_order_acquire);
+	if (v == 0)
+		return false;
+	fail_unpack(v, f);
+	return true;
+}
+
+bool dpg_shm_oversubscribed(const struct dpg_shm *s)
+{
+	return s != NULL && s->oversub;
+}
+
+/* ------------------------------------------------------------ waiting */
+
+enum { W_IN, W_RED, W_OUT, W_BAR, W_ONE_IN, W_PIPE };
+
+struct wcond {
+	int kind;
+	uint64_t v;
+	int q;			/* W_ONE_IN */
+	bool rd, wr;		/* W_PIPE */
+};
+
+static bool pipe_readable(struct dpg_shm *s)
+{
+	return atomic_load_explicit(&s->ctl[s->me].head, memory_order_seq_cst) > s->rpos;
+}
+
+static bool pipe_writable(struct dpg_shm *s)
+{
+	uint64_t tail = atomic_load_explicit(&s->ctl[s->pipe_to].tail, memory_order_seq_cst);
+
+	return s->wpos - tail + 8 <= s->P;
+}
+
+static bool cond_ok(struct dpg_shm *s, const struct wcond *c, int *lag)
+{
+	int q;
+
+	switch (c->kind) {
+	case W_ONE_IN:
+		if (atomic_load_explicit(&s->ctl[c->q].in, memory_order_seq_cst) >= c->v)
+			return true;
+		*lag = c->q;
+		return false;
+	case W_PIPE:
+		if ((c->rd && pipe_readable(s)) || (c->wr && pipe_writable(s)))
+			return true;
+		*lag = c->rd ? s->pipe_from : s->pipe_to;
+		return false;
+	default:
+		break;
+	}
+	for (q = 0; q < s->n; q++) {
+		const struct shm_ctl *x = &s->ctl[q];
+		uint64_t v;
+
+		if (q == s->me)
+			continue;
+		switch (c->kind) {
+		case W_IN:
+			v = atomic_load_explicit(&x->in, memory_order_seq_cst);
+			break;
+		case W_RED:
+			v = atomic_load_explicit(&x->red, memory_order_seq_cst);
+			break;
+		case W_OUT:
+			v = atomic_load_explicit(&x->out, memory_order_seq_cst);
+			break;
+		default:
+			v = atomic_load_explicit(&x->bar, memory_order_seq_cst);
+			break;
+		}
+		if (v < c->v) {
+			*lag = q;
+			return false;
+		}
+	}
+	return true;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Is local peer q gone?  pidfd when we have one, else kill(pid, 0). */
+static bool peer_gone(struct dpg_shm *s, int q)
+{
+	if (!s->pid_ok || s->pids[q] <= 0)
+		return false;
+	if (s->pidfds[q] >= 0) {
+		struct pollfd p = { .fd = s->pidfds[q], .events = POLLIN };
+
+		return poll(&p, 1, 0) > 0;
+	}
+	return kill(s->pids[q], 0) != 0 && errno == ESRCH;
+}
+
+static int fail_local(struct dpg_shm *s, int why, int culprit, struct dpg_err *err)
+{
+	struct dpg_fail f = { .why = why, .culprit = culprit, .reporter = s->self };
+
+	dpg_shm_fail_publish(s, &f);
+	return dpg_fail_format(&f, s->self, s->hosts, err);
+}
+
+static int check_peers(struct dpg_shm *s, struct dpg_err *err)
+{
+	int q;
+
+	for (q = 0; q < s->n; q++)
+		if (q != s->me && peer_gone(s, q))
+			return fail_local(s, DPG_FAIL_EXITED, s->ranks[q], err);
+	return 0;
+}
+
+int dpg_shm_check(struct dpg_shm *s, struct dpg_err *err)
+{
+	struct dpg_fail f;
+	int64_t now;
+
+	if (s == NULL)
+		return 0;
+	if (dpg_shm_fail_get(s, &f))
+		return dpg_fail_format(&f, s->self, s->hosts, err);
+	now = dpg_now_ms();
+	if (now - s->last_health_ms < SHM_HEALTH_MS)
+		return 0;
+	s->last_health_ms = now;
+	return check_peers(s, err);
+}
+
+/* Everything but the condition: abort, failure word, deadline, peers. */
+static int health(struct dpg_shm *s, const struct dpg_shm_wait *w, int lag, bool force,
+		  struct dpg_err *err)
+{
+	struct dpg_fail f;
+	int64_t now;
+
+	if ((w->abort != NULL && *w->abort) || (w->abort2 != NULL && *w->abort2)) {
+		f.why = DPG_FAIL_ABORTED;
+		f.culprit = s->self;
+		f.reporter = s->self;
+		dpg_shm_fail_publish(s, &f);
+		dpg_errf(err, "aborted");
+		return -DPG_ERR_ABORTED;
+	}
+	if (dpg_shm_fail_get(s, &f))
+		return dpg_fail_format(&f, s->self, s->hosts, err);
+	now = dpg_now_ms();
+	if (now >= w->deadline_ms) {
+		int culprit = lag >= 0 ? s->ranks[lag] : -1;
+		int rc;
+
+		/* a dead peer explains the wait better than the clock */
+		rc = check_peers(s, err);
+		if (rc != 0)
+			return rc;
+		f.why = DPG_FAIL_TIMEOUT;
+		f.culprit = culprit;
+		f.reporter = s->self;
+		dpg_shm_fail_publish(s, &f);
+		if (culprit >= 0)
+			dpg_errf(err, "timed out after %.3g s waiting for peer rank %d (%s)",
+				 w->timeout_s, culprit, s->hosts[culprit]);
+		else
+			dpg_errf(err, "timed out after %.3g s", w->timeout_s);
+		return -DPG_ERR_TIMEOUT;
+	}
+	if (force || now - s->last_health_ms >= SHM_HEALTH_MS) {
+		s->last_health_ms = now;
+		return check_peers(s, err);
+	}
+	return 0;
+}
+
+/* Wait until c holds.  max_us > 0: give up (return 0) after that long. */
+static int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_shm_wait *w,
+		    int64_t max_us, struct dpg_err *err)
+{
+	struct shm_ctl *me = &s->ctl[s->me];
+	int lag = -1, rc, i;
+	int64_t t0, limit = max_us > 0 ? max_us * 1000 : INT64_MAX;
+
+	if (cond_ok(s, c, &lag))
+		return 0;
+	t0 = now_ns();
+	if (!s->oversub) {
+		int64_t spin = SHM_SPIN_NS < limit ? SHM_SPIN_NS : limit;
+
+		for (i = 1;; i++) {
+			cpu_relax();
+			if (cond_ok(s, c, &lag))
+				return 0;
+			if ((i & 63) == 0) {
+				if (atomic_load_explicit(&s->hdr->fail, memory_order_relaxed) != 0)
+					break;
+				if (now_ns() - t0 >= spin)
+					break;
+			}
+		}
+	}
+	for (i = 0; i < SHM_YIELDS; i++) {
+		sched_yield();
+		if (cond_ok(s, c, &lag))
+			return 0;
+	}
+	for (;;) {
+		int64_t now, left;
+		uint32_t bell;
+
+		rc = health(s, w, lag, false, err);
+		if (rc != 0)
+			return rc;
+		now = now_ns();
+		if (now - t0 >= limit)
+			return 0;
+		left = (w->deadline_ms - dpg_now_ms()) * 1000000 + 1000000;
+		if (left > (int64_t)SHM_SLICE_MS * 1000000)
+			left = (int64_t)SHM_SLICE_MS * 1000000;
+		if (left > limit - (now - t0))
+			left = limit - (now - t0);
+		if (left < 1000)
+			left = 1000;
+		atomic_fetch_add_explicit(&me->nwait, 1, memory_order_seq_cst);
+		bell = atomic_load_explicit(&me->bell, memory_order_seq_cst);
+		if (!cond_ok(s, c, &lag))
+			futex_wait(&me->bell, bell, left);
+		atomic_fetch_sub_explicit(&me->nwait, 1, memory_order_seq_cst);
+		if (cond_ok(s, c, &lag))
+			return 0;
+	}
+}
+
+static int wait_all(struct dpg_shm *s, int kind, uint64_t v, const struct dpg_shm_wait *w,
+		    struct dpg_err *err)
+{
+	struct wcond c = { .kind = kind, .v = v };
+
+	return shm_wait(s, &c, w, 0, err);
+}
+
+/* ------------------------------------------------------------ segment */
+
+static size_t round_up(size_t x, size_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+static int pidfd_open_(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void)pid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static int ncpus(void)
+{
+	cpu_set_t set;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+		n = CPU_COUNT(&set);
+		if (n > 0)
+			return n;
+	}
+	n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? n : 1;
+}
+
+static int store_rc(int rc)
+{
+	switch (rc) {
+	case DPG_NET_TIMEOUT:
+		return -DPG_ERR_TIMEOUT;
+	case DPG_NET_ABORTED:
+		return -DPG_ERR_ABORTED;
+	case DPG_NET_CLOSED:
+		return -DPG_ERR_PEER;
+	case DPG_STORE_AUTH:
+		return -DPG_ERR_AUTH;
+	default:
+		return -DPG_ERR_SYSTEM;
+	}
+}
+
+static int seg_layout(struct dpg_shm *s, size_t *ctl_off, size_t *data_off, size_t *size)
+{
+	size_t data;
+
+	*ctl_off = round_up(sizeof(struct shm_hdr), 4096);
+	*data_off = round_up(*ctl_off + (size_t)s->n * sizeof(struct shm_ctl), 4096);
+	if (s->mode == DPG_SHM_DIRECT)
+		data = (size_t)s->K * (size_t)s->n * s->S;
+	else
+		data = (size_t)s->n * s->P;
+	*size = *data_off + round_up(data, 4096);
+	return 0;
+}
+
+int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg_err *err)
+{
+	struct dpg_shm *s;
+	size_t ctl_off, data_off, size;
+	int rc = -DPG_ERR_SYSTEM, q, fd = -1;
+	void *base = MAP_FAILED;
+
+	*out = NULL;
+	if (cfg->nlocal < 2 || cfg->lrank < 0 || cfg->lrank >= cfg->nlocal) {
+		dpg_errf(err, "shm: bad local rank %d of %d", cfg->lrank, cfg->nlocal);
+		return -DPG_ERR_INVALID;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		goto nomem;
+	s->mode = cfg->mode;
+	s->n = cfg->nlocal;
+	s->me = cfg->lrank;
+	s->self = cfg->self;
+	s->hosts = cfg->hosts;
+	s->creator = cfg->lrank == 0;
+	s->pid_ok = cfg->pid_ok;
+	s->oversub = s->n > ncpus();
+	s->ranks = calloc((size_t)s->n, sizeof(*s->ranks));
+	s->pids = calloc((size_t)s->n, sizeof(*s->pids));
+	s->pidfds = calloc((size_t)s->n, sizeof(*s->pidfds));
+	s->srcs = calloc((size_t)s->n, sizeof(*s->srcs));
+	if (s->ranks == NULL || s->pids == NULL || s->pidfds == NULL || s->srcs == NULL)
+		goto nomem;
+	for (q = 0; q < s->n; q++) {
+		s->ranks[q] = cfg->ranks[q];
+		s->pids[q] = cfg->pids[q];
+		s->pidfds[q] = -1;
+	}
+	s->K = cfg->nsets > 0 ? cfg->nsets : SHM_DEFAULT_SETS;
+	s->S = cfg->slot_bytes > 0 ? cfg->slot_bytes
+		: s->oversub ? SHM_DEFAULT_SLOT_OVERSUB : SHM_DEFAULT_SLOT;
+	s->S = round_up(s->S, 4096);
+	while (s->S > 64u << 10 && (size_t)s->K * (size_t)s->n * s->S > SHM_MAX_SEGMENT)
+		s->S /= 2;
+	s->P = round_up(cfg->pipe_bytes > 0 ? cfg->pipe_bytes : SHM_DEFAULT_PIPE, 4096);
+	s->pipe_to = cfg->pipe_to;
+	s->pipe_from = cfg->pipe_from;
+	seg_layout(s, &ctl_off, &data_off, &size);
+
+	if (s->creator) {
+		unsigned rnd = (unsigned)getpid() ^ (unsigned)now_ns();
+		int tries;
+
+		for (tries = 0; tries < 16; tries++) {
+			rnd = rnd * 1103515245u + 12345u;
+			snprintf(s->name, sizeof(s->name), "/dpg.%d.%08x", (int)getpid(), rnd);
+			fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (fd >= 0 || errno != EEXIST)
+				break;
+		}
+		if (fd < 0) {
+			dpg_errf(err, "shm_open %s: %s", s->name, strerror(errno));
+			goto fail;
+		}
+		s->created = true;
+		if (ftruncate(fd, (off_t)size) != 0) {
+			dpg_errf(err, "cannot size the shared segment to %zu bytes: %s "
+				 "(is /dev/shm large enough?)", size, strerror(errno));
+			goto fail;
+		}
+		base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+		if (base == MAP_FAILED) {
+			dpg_errf(err, "mmap of the shared segment (%zu bytes): %s", size,
+				 strerror(errno));
+			goto fail;
+		}
+		s->hdr = base;
+		s->hdr->size = size;
+		s->hdr->version = SHM_VERSION;
+		s->hdr->mode = (uint32_t)s->mode;
+		s->hdr->nlocal = (uint32_t)s->n;
+		s->hdr->nsets = (uint32_t)s->K;
+		s->hdr->slot_bytes = s->S;
+		s->hdr->pipe_bytes = s->P;
+		s->hdr->ctl_off = ctl_off;
+		s->hdr->data_off = data_off;
+		atomic_store(&s->hdr->attached, 1);
+		atomic_store_explicit(&s->hdr->magic, SHM_MAGIC, memory_order_release);
+		rc = dpg_store_set(cfg->store, cfg->key, s->name, strlen(s->name) + 1,
+				   cfg->deadline_ms, err);
+		if (rc != 0) {
+			rc = store_rc(rc);
+			dpg_err_prefix(err, "publishing the shared segment");
+			goto fail;
+		}
+	} else {
+		void *val = NULL;
+		size_t len = 0;
+		struct stat st;
+
+		rc = dpg_store_get(cfg->store, cfg->key, &val, &len, cfg->deadline_ms, err);
+		if (rc != 0) {
+			rc = store_rc(rc);
+			dpg_err_prefix(err, "looking up the shared segment");
+			goto fail;
+		}
+		if (len == 0 || len > sizeof(s->name) || ((char *)val)[len - 1] != '\0') {
+			free(val);
+			rc = -DPG_ERR_PEER;
+			dpg_errf(err, "bad shared segment name from peer rank %d (%s)",
+				 s->ranks[0], s->hosts[s->ranks[0]]);
+			goto fail;
+		}
+		memcpy(s->name, val, len);
+		free(val);
+		rc = -DPG_ERR_SYSTEM;
+		fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			dpg_errf(err, "shm_open %s (created by peer rank %d (%s)): %s", s->name,
+				 s->ranks[0], s->hosts[s->ranks[0]], strerror(errno));
+			goto fail;
+		}
+		if (fstat(fd, &st) != 0 || (size_t)st.st_size != size) {
+			rc = -DPG_ERR_PEER;
+			dpg_errf(err, "shared segment %s has %lld bytes, expected %zu "
+				 "(peer rank %d (%s) runs another configuration?)", s->name,
+				 (long long)st.st_size, size, s->ranks[0], s->hosts[s->ranks[0]]);
+			goto fail;
+		}
+		base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+		if (base == MAP_FAILED) {
+			dpg_errf(err, "mmap of the shared segment (%zu bytes): %s", size,
+				 strerror(errno));
+			goto fail;
+		}
+		s->hdr = base;
+		if (atomic_load_explicit(&s->hdr->magic, memory_order_acquire) != SHM_MAGIC ||
+		    s->hdr->nlocal != (uint32_t)s->n || s->hdr->mode != (uint32_t)s->mode ||
+		    s->hdr->slot_bytes != s->S || s->hdr->pipe_bytes != s->P ||
+		    s->hdr->nsets != (uint32_t)s->K) {
+			rc = -DPG_ERR_PEER;
+			dpg_errf(err, "shared segment %s does not match this rank's settings",
+				 s->name);
+			goto fail;
+		}
+		atomic_fetch_add(&s->hdr->attached, 1);
+	}
+	close(fd);
+	fd = -1;
+	s->base = base;
+	s->size = size;
+	s->ctl = (struct shm_ctl *)(void *)((char *)base + ctl_off);
+	s->data = (char *)base + data_off;
+	s->ctl[s->me].pid = (int32_t)getpid();
+	if (s->pid_ok)
+		for (q = 0; q < s->n; q++)
+			if (q != s->me && s->pids[q] > 0)
+				s->pidfds[q] = pidfd_open_(s->pids[q]);
+	/* start positions: every counter starts at 0 in a fresh segment */
+	s->last_health_ms = dpg_now_ms();
+	*out = s;
+	return 0;
+nomem:
+	rc = -DPG_ERR_NOMEM;
+	dpg_errf(err, "out of memory");
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (base != MAP_FAILED)
+		munmap(base, size);
+	if (s != NULL) {
+		if (s->created)
+			shm_unlink(s->name);
+		free(s->ranks);
+		free(s->pids);
+		free(s->pidfds);
+		free(s->srcs);
+		free(s);
+	}
+	return rc;
+}
+
+void dpg_shm_unlink(struct dpg_shm *s)
+{
+	if (s != NULL && s->created && !s->unlinked) {
+		shm_unlink(s->name);
+		s->unlinked = true;
+	}
+}
+
+void dpg_shm_close(struct dpg_shm *s)
+{
+	int q;
+
+	if (s == NULL)
+		return;
+	dpg_shm_unlink(s);
+	if (s->base != NULL)
+		munmap(s->base, s->size);
+	for (q = 0; q < s->n; q++)
+		if (s->pidfds[q] >= 0)
+			close(s->pidfds[q]);
+	free(s->ranks);
+	free(s->pids);
+	free(s->pidfds);
+	free(s->srcs);
+	free(s);
+}
+
+/* ------------------------------------------------------------ direct mode */
+
+static char *slot(struct dpg_shm *s, uint64_t g, int q)
+{
+	return s->data + ((size_t)(g % (uint64_t)s->K) * (size_t)s->n + (size_t)q) * s->S;
+}
+
+/* Stage g may start writing its slot set once every rank is done with
+ * stage g - K. */
+static int wait_set_free(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+			 struct dpg_err *err)
+{
+	if (g < (uint64_t)s->K)
+		return 0;
+	return wait_all(s, W_OUT, g - (uint64_t)s->K + 1, w, err);
+}
+
+static void publish_done(struct dpg_shm *s, uint64_t g)
+{
+	struct shm_ctl *me = &s->ctl[s->me];
+
+	atomic_store_explicit(&me->in, g + 1, memory_order_relaxed);
+	atomic_store_explicit(&me->red, g + 1, memory_order_relaxed);
+	publish(s, &me->out, g + 1);
+}
+
+/* Slice length in elements: ceil(m / n) rounded up to a cache line. */
+static size_t slice_len(size_t m, int n, size_t es)
+{
+	size_t per = (m + (size_t)n - 1) / (size_t)n;
+	size_t line = SHM_CL / es;
+
+	return round_up(per, line);
+}
+
+static int allreduce_small(struct dpg_shm *s, const char *send, char *recv, size_t count,
+			   dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
+			   struct dpg_err *err)
+{
+	size_t es = dpg_red_dtype_size(dt);
+	uint64_t g = s->g++;
+	int q, rc;
+
+	rc = wait_set_free(s, g, w, err);
+	if (rc != 0)
+		return rc;
+	memcpy(slot(s, g, s->me), send, count * es);
+	publish(s, &s->ctl[s->me].in, g + 1);
+	rc = wait_all(s, W_IN, g + 1, w, err);
+	if (rc != 0)
+		return rc;
+	for (q = 0; q < s->n; q++)
+		s->srcs[q] = q == s->me ? (const void *)send : slot(s, g, q);
+	dpg_reduce_n(recv, s->srcs, s->n, count, dt, op, s->n);
+	publish_done(s, g);
+	return 0;
+}
+
+int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t count,
+		      dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
+		      struct dpg_err *err)
+{
+	const char *send = sendv;
+	char *recv = recvv;
+	size_t es = dpg_red_dtype_size(dt), E, c0;
+	int n = s->n, me = s->me, q, rc;
+
+	if (count == 0)
+		return 0;
+	if (count * es <= SHM_SMALL_BYTES && count * es <= s->S)
+		return allreduce_small(s, send, recv, count, dt, op, w, err);
+	E = s->S / es;
+	for (c0 = 0; c0 < count; c0 += E) {
+		size_t m = count - c0 < E ? count - c0 : E;
+		size_t sl = slice_len(m, n, es);
+		size_t lo = (size_t)me * sl < m ? (size_t)me * sl : m;
+		size_t hi = lo + sl < m ? lo + sl : m;
+		uint64_t g = s->g++;
+		char *mine = slot(s, g, me);
+
+		rc = wait_set_free(s, g, w, err);
+		if (rc != 0)
+			return rc;
+		/* copy in all but my own slice */
+		memcpy(mine, send + c0 * es, lo * es);
+		memcpy(mine + hi * es, send + (c0 + hi) * es, (m - hi) * es);
+		publish(s, &s->ctl[me].in, g + 1);
+		rc = wait_all(s, W_IN, g + 1, w, err);
+		if (rc != 0)
+			return rc;
+		/* my slice, reduced out of everyone's slot, into my slot */
+		if (hi > lo) {
+			for (q = 0; q < n; q++)
+				s->srcs[q] = q == me ? (const void *)(send + (c0 + lo) * es)
+					: slot(s, g, q) + lo * es;
+			dpg_reduce_n(mine + lo * es, s->srcs, n, hi - lo, dt, op, n);
+		}
+		publish(s, &s->ctl[me].red, g + 1);
+		rc = wait_all(s, W_RED, g + 1, w, err);
+		if (rc != 0)
+			return rc;
+		/* every slice from its owner's slot */
+		for (q = 0; q < n; q++) {
+			size_t qlo = (size_t)q * sl < m ? (size_t)q * sl : m;
+			size_t qhi = qlo + sl < m ? qlo + sl : m;
+
+			if (qhi > qlo)
+				memcpy(recv + (c0 + qlo) * es, slot(s, g, q) + qlo * es,
+				       (qhi - qlo) * es);
+		}
+		publish(s, &s->ctl[me].out, g + 1);
+	}
+	return 0;
+}
+
+int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
+			   size_t rc_count, dpg_dtype_t dt, dpg_op_t op,
+			   const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	const char *send = sendv;
+	char *recv = recvv;
+	size_t es = dpg_red_dtype_size(dt), E, o, line = SHM_CL / es;
+	int n = s->n, me = s->me, q, rc;
+
+	if (rc_count == 0)
+		return 0;
+	E = s->S / es / (size_t)n;
+	E = E / line * line;
+	if (E == 0)
+		E = line;
+	for (o = 0; o < rc_count; o += E) {
+		size_t m = rc_count - o < E ? rc_count - o : E;
+		uint64_t g = s->g++;
+		char *mine = slot(s, g, me);
+
+		rc = wait_set_free(s, g, w, err);
+		if (rc != 0)
+			return rc;
+		for (q = 0; q < n; q++)
+			if (q != me)
+				memcpy(mine + (size_t)q * E * es,
+				       send + ((size_t)q * rc_count + o) * es, m * es);
+		publish(s, &s->ctl[me].in, g + 1);
+		rc = wait_all(s, W_IN, g + 1, w, err);
+		if (rc != 0)
+			return rc;
+		for (q = 0; q < n; q++)
+			s->srcs[q] = q == me ? (const void *)(send + ((size_t)me * rc_count + o) * es)
+				: slot(s, g, q) + (size_t)me * E * es;
+		dpg_reduce_n(recv + o * es, s->srcs, n, m, dt, op, n);
+		publish_done(s, g);
+	}
+	return 0;
+}
+
+int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
+		       size_t sc, dpg_dtype_t dt, const struct dpg_shm_wait *w,
+		       struct dpg_err *err)
+{
+	const char *send = sendv;
+	char *recv = recvv;
+	size_t es = dpg_red_dtype_size(dt), E = s->S / es, o;
+	int n = s->n, me = s->me, q, rc;
+
+	for (o = 0; o < sc; o += E) {
+		size_t m = sc - o < E ? sc - o : E;
+		uint64_t g = s->g++;
+
+		rc = wait_set_free(s, g, w, err);
+		if (rc != 0)
+			return rc;
+		memcpy(slot(s, g, me), send + o * es, m * es);
+		publish(s, &s->ctl[me].in, g + 1);
+		rc = wait_all(s, W_IN, g + 1, w, err);
+		if (rc != 0)
+			return rc;
+		for (q = 0; q < n; q++)
+			memcpy(recv + ((size_t)q * sc + o) * es, slot(s, g, q), m * es);
+		publish_done(s, g);
+	}
+	return 0;
+}
+
+int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t dt,
+		      int root, const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	char *buf = bufv;
+	size_t es = dpg_red_dtype_size(dt), E = s->S / es, o;
+	int rc;
+
+	for (o = 0; o < count; o += E) {
+		size_t m = count - o < E ? count - o : E;
+		uint64_t g = s->g++;
+
+		if (s->me == root) {
+			rc = wait_set_free(s, g, w, err);
+			if (rc != 0)
+				return rc;
+			memcpy(slot(s, g, root), buf + o * es, m * es);
+		} else {
+			struct wcond c = { .kind = W_ONE_IN, .v = g + 1, .q = root };
+
+			rc = shm_wait(s, &c, w, 0, err);
+			if (rc != 0)
+				return rc;
+			memcpy(buf + o * es, slot(s, g, root), m * es);
+		}
+		publish_done(s, g);
+	}
+	return 0;
+}
+
+int dpg_shm_barrier(struct dpg_shm *s, const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	uint64_t b = ++s->bar;
+
+	publish(s, &s->ctl[s->me].bar, b);
+	return wait_all(s, W_BAR, b, w, err);
+}
+
+/* ------------------------------------------------------------ pipes mode */
+
+void dpg_shm_pipe_begin(struct dpg_shm *s)
+{
+	s->wpos = round_up(s->wpos, 8);
+	if (s->pipe_from >= 0) {
+		s->rpos = round_up(s->rpos, 8);
+		atomic_store_explicit(&s->ctl[s->me].tail, s->rpos, memory_order_seq_cst);
+	}
+}
+
+size_t dpg_shm_pipe_write(struct dpg_shm *s, const void *buf, size_t len, size_t align)
+{
+	struct shm_ctl *c = &s->ctl[s->pipe_to];
+	uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+	size_t used = (size_t)(s->wpos - tail), off = (size_t)(s->wpos % s->P);
+	size_t n = s->P - used;
+
+	if (n > len)
+		n = len;
+	if (n > s->P - off)
+		n = s->P - off;
+	n -= n % align;
+	if (n == 0)
+		return 0;
+	memcpy(s->data + (size_t)s->pipe_to * s->P + off, buf, n);
+	s->wpos += n;
+	atomic_store_explicit(&c->head, s->wpos, memory_order_seq_cst);
+	wake_one(s, s->pipe_to);
+	return n;
+}
+
+const void *dpg_shm_pipe_peek(struct dpg_shm *s, size_t *avail)
+{
+	uint64_t head = atomic_load_explicit(&s->ctl[s->me].head, memory_order_acquire);
+	size_t off = (size_t)(s->rpos % s->P), n = (size_t)(head - s->rpos);
+
+	if (n > s->P - off)
+		n = s->P - off;
+	*avail = n;
+	return s->data + (size_t)s->me * s->P + off;
+}
+
+void dpg_shm_pipe_consume(struct dpg_shm *s, size_t n)
+{
+	s->rpos += n;
+	atomic_store_explicit(&s->ctl[s->me].tail, s->rpos, memory_order_seq_cst);
+	wake_one(s, s->pipe_from);
+}
+
+bool dpg_shm_pipe_writable(struct dpg_shm *s)
+{
+	return pipe_writable(s);
+}
+
+bool dpg_shm_pipe_readable(struct dpg_shm *s)
+{
+	return pipe_readable(s);
+}
+
+int dpg_shm_pipe_wait(struct dpg_shm *s, bool want_read, bool want_write,
+		      const struct dpg_shm_wait *w, int64_t max_us, struct dpg_err *err)
+{
+	struct wcond c = { .kind = W_PIPE, .rd = want_read && s->pipe_from >= 0,
+			   .wr = want_write && s->pipe_to >= 0 };
+
+	if (!c.rd && !c.wr) {
+		/* nothing to wait for here: just check health for max_us */
+		int rc = health(s, w, -1, false, err);
+
+		if (rc == 0 && max_us > 0)
+			usleep((useconds_t)(max_us < 1000 ? max_us : 1000));
+		return rc;
+	}
+	return shm_wait(s, &c, w, max_us, err);
+}

@@ -1,0 +1,143 @@
+/* shm.h - the shared-memory side of the CPU backend: one persistent segment
+ * per node and communicator, created by the node's first rank (shm_open,
+ * named through the rendezvous store, unlinked once every local rank has it
+ * mapped), holding
+ *   - per local rank: progress counters, a futex "bell" and a waiter count;
+ *   - a node-wide failure word (who failed and why), so that one rank's
+ *     discovery reaches every local rank at once;
+ *   - "direct" mode (the whole communicator on this node): K sets of one
+ *     cache-sized slot per rank, through which the collectives run as a
+ *     pipeline of copy-in / reduce-out-of-shared-memory / copy-out stages;
+ *   - "pipes" mode (a ring that also crosses nodes): one single-producer
+ *     single-consumer byte pipe into each local rank, used by the ring
+ *     engine of cpu_backend.c for the intra-node hops.
+ * Waits spin briefly (not at all when the node's ranks outnumber its CPUs),
+ * then yield, then sleep on the futex in slices, checking the deadline, the
+ * abort flags, the failure word and (through pidfds) that the local peers
+ * are alive.  Peer death is reported as DPG_ERR_PEER naming the rank. */
+#ifndef DPG_LIB_SHM_H
+#define DPG_LIB_SHM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dpg.h"
+#include "err.h"
+
+struct dpg_store;
+struct dpg_shm;
+
+/* Why a rank failed: carried by the failure word and by the TCP notices. */
+enum dpg_fail_why {
+	DPG_FAIL_NONE = 0,
+	DPG_FAIL_EXITED,	/* the process is gone */
+	DPG_FAIL_CLOSED,	/* it closed its connection */
+	DPG_FAIL_ABORTED,	/* it was aborted (dpg_abort) */
+	DPG_FAIL_TIMEOUT,	/* someone timed out waiting for it */
+	DPG_FAIL_PROTO,		/* it broke the protocol */
+};
+
+/* A failure: culprit (comm rank) failed for `why`, as seen by reporter. */
+struct dpg_fail {
+	int why;
+	int culprit;
+	int reporter;
+};
+
+/* Format f into err ("peer rank 2 (n2) exited", "... (reported by rank 1)"
+ * when reporter != self) and return the negated status for it. */
+int dpg_fail_format(const struct dpg_fail *f, int self, const char *const *hosts,
+		    struct dpg_err *err);
+
+enum dpg_shm_mode {
+	DPG_SHM_DIRECT = 1,	/* every rank of the communicator is local */
+	DPG_SHM_PIPES,		/* ring hops between local ranks */
+};
+
+struct dpg_shm_cfg {
+	enum dpg_shm_mode mode;
+	int nlocal;			/* local ranks (>= 2) */
+	int lrank;			/* this rank's local index */
+	const int *ranks;		/* comm rank of each local index */
+	const pid_t *pids;		/* pid of each local index */
+	bool pid_ok;			/* pids are valid here (same pid namespace) */
+	const char *const *hosts;	/* host of every comm rank (messages) */
+	int self;			/* this rank's comm rank */
+	size_t slot_bytes;		/* direct: bytes per slot (0 = default) */
+	int nsets;			/* direct: pipeline depth (0 = default) */
+	size_t pipe_bytes;		/* pipes: bytes per pipe (0 = default) */
+	int pipe_to;			/* pipes: local index I write to, or -1 */
+	int pipe_from;			/* pipes: local index I read from, or -1 */
+	struct dpg_store *store;	/* to publish / look up the segment name */
+	const char *key;		/* store key for the segment name */
+	int64_t deadline_ms;
+	const volatile int *abort;
+};
+
+/* Create (local index 0) or attach (others) the node segment. */
+int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg,
+		 struct dpg_err *err);
+/* Every local rank has attached (the caller ran a barrier): drop the name. */
+void dpg_shm_unlink(struct dpg_shm *s);
+void dpg_shm_close(struct dpg_shm *s);
+
+/* What a blocking call may wait for. */
+struct dpg_shm_wait {
+	int64_t deadline_ms;
+	const volatile int *abort;	/* the user's flag (may be NULL) */
+	const volatile int *abort2;	/* the communicator's own flag */
+	double timeout_s;		/* for messages */
+};
+
+/* Direct-mode collectives (all ranks of the communicator local; the local
+ * index is the comm rank).  Same arguments and semantics as the dpg_comm_ops
+ * functions; return 0 or a negated dpg_status_t with err filled in. */
+int dpg_shm_allreduce(struct dpg_shm *s, const void *send, void *recv, size_t count,
+		      dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
+		      struct dpg_err *err);
+int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *send, void *recv,
+			   size_t recvcount, dpg_dtype_t dt, dpg_op_t op,
+			   const struct dpg_shm_wait *w, struct dpg_err *err);
+int dpg_shm_all_gather(struct dpg_shm *s, const void *send, void *recv,
+		       size_t sendcount, dpg_dtype_t dt, const struct dpg_shm_wait *w,
+		       struct dpg_err *err);
+int dpg_shm_broadcast(struct dpg_shm *s, void *buf, size_t count, dpg_dtype_t dt,
+		      int root, const struct dpg_shm_wait *w, struct dpg_err *err);
+int dpg_shm_barrier(struct dpg_shm *s, const struct dpg_shm_wait *w,
+		    struct dpg_err *err);
+
+/* Pipes mode.  At the start of every collective both ends call
+ * dpg_shm_pipe_begin (aligns the pipe positions to 8 bytes so that elements
+ * never straddle the wrap-around).  write copies up to len bytes in (a
+ * multiple of `align` bytes) and returns how many; peek returns the
+ * contiguous readable bytes (0 if none); consume releases them. */
+void dpg_shm_pipe_begin(struct dpg_shm *s);
+size_t dpg_shm_pipe_write(struct dpg_shm *s, const void *buf, size_t len, size_t align);
+const void *dpg_shm_pipe_peek(struct dpg_shm *s, size_t *avail);
+void dpg_shm_pipe_consume(struct dpg_shm *s, size_t n);
+bool dpg_shm_pipe_writable(struct dpg_shm *s);
+bool dpg_shm_pipe_readable(struct dpg_shm *s);
+/* Sleep until the in-pipe has data (want_read) or the out-pipe has room
+ * (want_write), or a failure / abort / the deadline.  max_us > 0 bounds the
+ * sleep (for callers that also watch sockets): returns 0 on expiry. */
+int dpg_shm_pipe_wait(struct dpg_shm *s, bool want_read, bool want_write,
+		      const struct dpg_shm_wait *w, int64_t max_us,
+		      struct dpg_err *err);
+
+/* Failure word: publish f to every local rank (first one wins) and wake
+ * them all; read it back (false if none). */
+void dpg_shm_fail_publish(struct dpg_shm *s, const struct dpg_fail *f);
+bool dpg_shm_fail_get(struct dpg_shm *s, struct dpg_fail *f);
+/* Non-blocking health check: failure word, then local peers' liveness.
+ * Returns 0 or a negated status (err filled, failure published). */
+int dpg_shm_check(struct dpg_shm *s, struct dpg_err *err);
+
+/* Wake this rank's own waits (for abort from another thread). */
+void dpg_shm_kick(struct dpg_shm *s);
+
+/* Whether local ranks outnumber the CPUs this process may run on. */
+bool dpg_shm_oversubscribed(const struct dpg_shm *s);
+
+#endif

@@ -1,0 +1,1074 @@
+/* test_coll.c - unit tests for the CPU collectives: lib/reduce.{h,c} (the
+ * f16/bf16 conversions and the combine kernels), lib/shm.c and
+ * lib/cpu_backend.c.  The collective tests fork N rank processes that meet
+ * through a real rendezvous store (lib/store.c, served by this process) and
+ * check every collective x dtype x op against a sequential reference, over
+ * shared memory, TCP and mixtures of both; others kill a rank mid-call or
+ * let a rank never call and check that the survivors fail promptly with
+ * the right status and message.
+ *
+ * Children report through their exit status (and stderr); they never use
+ * cmocka.  Every child is in one process group, killed by the parent on
+ * failure or on the watchdog, and gets SIGKILL if the parent dies. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "cpu_backend.h"
+#include "net.h"
+#include "reduce.h"
+#include "store.h"
+
+/* ------------------------------------------------------------ the store */
+
+static struct dpg_store_server *g_srv;
+static uint8_t g_secret[32];
+static uint16_t g_port;
+static int g_name_seq;
+
+static int group_setup(void **state)
+{
+	struct dpg_err err = { "" };
+
+	(void)state;
+	if (getrandom(g_secret, sizeof(g_secret), 0) != (ssize_t)sizeof(g_secret))
+		return -1;
+	if (dpg_store_server_start("127.0.0.1", 0, g_secret, sizeof(g_secret), &g_srv,
+				   &err) != 0) {
+		fprintf(stderr, "store: %s\n", err.msg);
+		return -1;
+	}
+	g_port = dpg_store_server_port(g_srv);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	dpg_store_server_stop(g_srv);
+	return 0;
+}
+
+/* ------------------------------------------------------------ children */
+
+#define CHK(cond, ...)								\
+	do {									\
+		if (!(cond)) {							\
+			fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);				\
+			fputc('\n', stderr);					\
+			return 1;						\
+		}								\
+	} while (0)
+
+static int g_rank = -1;
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Node layouts. */
+enum { L_SHM, L_TCP, L_HALF, L_INTERLEAVE, L_RING_SHM };
+
+static const char *layout_name(int l)
+{
+	static const char *const names[] = { "shm", "tcp", "half", "interleave", "ring-shm" };
+
+	return names[l];
+}
+
+static void node_of(int layout, int rank, int n, char *buf, size_t len)
+{
+	switch (layout) {
+	case L_TCP:
+		snprintf(buf, len, "n%d", rank);
+		break;
+	case L_HALF:
+		snprintf(buf, len, "%s", rank < n / 2 ? "a" : "b");
+		break;
+	case L_INTERLEAVE:
+		snprintf(buf, len, "%s", rank % 2 ? "b" : "a");
+		break;
+	default:
+		snprintf(buf, len, "a");
+		break;
+	}
+}
+
+struct rank_env {
+	struct dpg_store *st;
+	struct dpg_comm c;
+	int world[16];
+};
+
+static int rank_start(struct rank_env *re, int rank, int n, const char *name, int layout,
+		      double timeout_s, const volatile int *abort_flag)
+{
+	struct dpg_err err = { "" };
+	char node[32];
+	struct dpg_cpu_opts o;
+	int r, rc;
+
+	g_rank = rank;
+	rc = dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			       dpg_now_ms() + 20000, NULL, &re->st, &err);
+	CHK(rc == 0, "store connect: %s", err.msg);
+	memset(&re->c, 0, sizeof(re->c));
+	re->c.rank = rank;
+	re->c.size = n;
+	for (r = 0; r < n; r++)
+		re->world[r] = r;
+	re->c.world_ranks = re->world;
+	snprintf(re->c.name, sizeof(re->c.name), "%s", name);
+	node_of(layout, rank, n, node, sizeof(node));
+	memset(&o, 0, sizeof(o));
+	o.store = re->st;
+	o.host = "127.0.0.1";
+	o.node = node;
+	o.timeout_s = timeout_s;
+	o.abort = abort_flag;
+	o.flags = layout == L_RING_SHM ? DPG_CPU_RING : 0;
+	rc = dpg_cpu_comm_init(&re->c, &o, &err);
+	CHK(rc == 0, "init (%s, n=%d): %d %s", layout_name(layout), n, rc, err.msg);
+	CHK(re->c.ops != NULL && re->c.impl != NULL, "init left no ops");
+	return 0;
+}
+
+static void rank_stop(struct rank_env *re)
+{
+	if (re->c.ops != NULL)
+		re->c.ops->destroy(&re->c);
+	dpg_store_close(re->st);
+}
+
+/* Run fn(rank, arg) in n processes; returns how many failed (or -1 on a
+ * watchdog kill).  Process group + PDEATHSIG: nothing outlives the test. */
+static int run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double watchdog_s)
+{
+	pid_t pids[16], pgid = 0;
+	int r, bad = 0, left = n;
+	double t0 = mono_s();
+	pid_t parent = getpid();
+
+	fflush(stdout);
+	fflush(stderr);
+	for (r = 0; r < n; r++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			if (pgid > 0)
+				kill(-pgid, SIGKILL);
+			return -1;
+		}
+		if (pid == 0) {
+			setpgid(0, pgid);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != parent)
+				_exit(99);
+			_exit(fn(r, arg));
+		}
+		if (pgid == 0)
+			pgid = pid;
+		setpgid(pid, pgid);
+		pids[r] = pid;
+	}
+	while (left > 0) {
+		int st;
+		pid_t w = waitpid(-pgid, &st, WNOHANG);
+
+		if (w > 0) {
+			left--;
+			for (r = 0; r < n; r++)
+				if (pids[r] == w)
+					break;
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+				fprintf(stderr, "rank %d: %s %d\n", r,
+					WIFEXITED(st) ? "exit status" : "signal",
+					WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+				bad++;
+			}
+			continue;
+		}
+		if (w < 0 && errno != EINTR)
+			break;
+		if (mono_s() - t0 > watchdog_s) {
+			fprintf(stderr, "watchdog: killing the ranks after %.0f s\n", watchdog_s);
+			kill(-pgid, SIGKILL);
+			while (waitpid(-pgid, &st, 0) > 0)
+				;
+			return -1;
+		}
+		usleep(2000);
+	}
+	return bad;
+}
+
+/* ------------------------------------------------------------ values */
+
+static const dpg_dtype_t DTYPES[] = { DPG_F32, DPG_F64, DPG_F16, DPG_BF16, DPG_I32, DPG_I64 };
+static const dpg_op_t OPS[] = { DPG_SUM, DPG_AVG, DPG_MIN, DPG_MAX };
+static const char *const DTN[] = { "f32", "f64", "f16", "bf16", "i32", "i64" };
+static const char *const OPN[] = { "sum", "avg", "min", "max" };
+
+/* The value of element i of rank r's input: small integers (exact in every
+ * dtype, sums too) or, with frac, integers plus sixteenths. */
+static double inval(int r, size_t i, int salt, bool frac)
+{
+	double v = (double)((int)(((size_t)r * 7 + i * 13 + (size_t)salt * 5 + 3) % 17) - 8);
+
+	if (frac)
+		v += (double)((r * 3 + (int)(i % 101) * 5 + salt) % 11) / 16.0 + 1.0 / 64.0;
+	return v;
+}
+
+static void put(dpg_dtype_t dt, void *buf, size_t i, double v)
+{
+	switch (dt) {
+	case DPG_F32:
+		((float *)buf)[i] = (float)v;
+		break;
+	case DPG_F64:
+		((double *)buf)[i] = v;
+		break;
+	case DPG_F16:
+		((uint16_t *)buf)[i] = dpg_f32_to_f16((float)v);
+		break;
+	case DPG_BF16:
+		((uint16_t *)buf)[i] = dpg_f32_to_bf16((float)v);
+		break;
+	case DPG_I32:
+		((int32_t *)buf)[i] = (int32_t)v;
+		break;
+	case DPG_I64:
+		((int64_t *)buf)[i] = (int64_t)v;
+		break;
+	}
+}
+
+static double get(dpg_dtype_t dt, const void *buf, size_t i)
+{
+	switch (dt) {
+	case DPG_F32:
+		return ((const float *)buf)[i];
+	case DPG_F64:
+		return ((const double *)buf)[i];
+	case DPG_F16:
+		return dpg_f16_to_f32(((const uint16_t *)buf)[i]);
+	case DPG_BF16:
+		return dpg_bf16_to_f32(((const uint16_t *)buf)[i]);
+	case DPG_I32:
+		return ((const int32_t *)buf)[i];
+	default:
+		return (double)((const int64_t *)buf)[i];
+	}
+}
+
+static bool is_float(dpg_dtype_t dt)
+{
+	return dt == DPG_F32 || dt == DPG_F64 || dt == DPG_F16 || dt == DPG_BF16;
+}
+
+/* Unit roundoff of the dtype's storage. */
+static double unit_roundoff(dpg_dtype_t dt)
+{
+	switch (dt) {
+	case DPG_F32:
+		return ldexp(1, -24);
+	case DPG_F64:
+		return ldexp(1, -53);
+	case DPG_F16:
+		return ldexp(1, -11);
+	case DPG_BF16:
+		return ldexp(1, -8);
+	default:
+		return 0;
+	}
+}
+
+/* The input value as stored in dt (what the ranks actually contribute). */
+static double stored(dpg_dtype_t dt, double v)
+{
+	unsigned char b[8];
+
+	put(dt, b, 0, v);
+	return get(dt, b, 0);
+}
+
+/* Expected element i of the reduction of the n ranks' inputs, and the
+ * tolerance (0 = exact).  Integer-valued inputs: every dtype is exact and
+ * avg divides once in the accumulation type (f32 for f16/bf16). */
+static double expect(dpg_dtype_t dt, dpg_op_t op, int n, size_t i, int salt, bool frac,
+		     double *tol)
+{
+	double acc = 0, mag = 0;
+	int64_t iacc = 0;
+	int r;
+
+	*tol = 0;
+	for (r = 0; r < n; r++) {
+		double v = stored(dt, inval(r, i, salt, frac));
+
+		if (op == DPG_MIN)
+			acc = r == 0 || v < acc ? v : acc;
+		else if (op == DPG_MAX)
+			acc = r == 0 || v > acc ? v : acc;
+		else {
+			acc += v;
+			iacc += (int64_t)v;
+		}
+		mag += fabs(v);
+	}
+	if (op == DPG_MIN || op == DPG_MAX)
+		return acc;
+	if (!is_float(dt))
+		return op == DPG_AVG ? (double)(iacc / n) : (double)iacc;
+	if (frac) {
+		/* documented bound: at most n roundings of partial sums */
+		*tol = (double)(n + 1) * unit_roundoff(dt) * mag + 1e-30;
+		if (op == DPG_AVG) {
+			acc /= n;
+			*tol = *tol / n + unit_roundoff(dt) * fabs(acc);
+		}
+		return acc;
+	}
+	if (op == DPG_AVG) {
+		if (dt == DPG_F64)
+			return acc / n;
+		return stored(dt, (double)((float)acc / (float)n));
+	}
+	return acc;
+}
+
+static bool close_enough(double got, double want, double tol)
+{
+	if (isnan(want))
+		return isnan(got);
+	return tol == 0 ? got == want : fabs(got - want) <= tol;
+}
+
+/* ------------------------------------------------------------ collectives */
+
+struct coll_arg {
+	int n;
+	int layout;
+	char name[48];
+	size_t big;		/* the large count */
+};
+
+static char *xmalloc(size_t n)
+{
+	char *p = calloc(1, n ? n : 1);
+
+	if (p == NULL)
+		_exit(3);
+	return p;
+}
+
+static int check_allreduce(struct dpg_comm *c, dpg_dtype_t dt, dpg_op_t op, size_t count,
+			   bool inplace, bool frac, int salt)
+{
+	size_t es = dpg_red_dtype_size(dt), i;
+	char *send = xmalloc(count * es), *recv = inplace ? send : xmalloc(count * es);
+	struct dpg_err err = { "" };
+	int rc, n = c->size;
+
+	for (i = 0; i < count; i++)
+		put(dt, send, i, inval(c->rank, i, salt, frac));
+	if (!inplace)
+		memset(recv, 0x5a, count * es);
+	rc = c->ops->allreduce(c, send, recv, count, dt, op, NULL, &err);
+	CHK(rc == 0, "allreduce %s %s count %zu: %d %s", DTN[dt], OPN[op], count, rc, err.msg);
+	for (i = 0; i < count; i++) {
+		double tol, want = expect(dt, op, n, i, salt, frac, &tol), got = get(dt, recv, i);
+
+		CHK(close_enough(got, want, tol),
+		    "allreduce %s %s count %zu %s%s: [%zu] = %.9g, want %.9g (tol %g)",
+		    DTN[dt], OPN[op], count, inplace ? "in place" : "out of place",
+		    frac ? " frac" : "", i, got, want, tol);
+	}
+	if (!inplace)
+		free(recv);
+	free(send);
+	return 0;
+}
+
+/* mode 0: out of place; 1: recv == send; 2: recv == send + rank*rc. */
+static int check_reduce_scatter(struct dpg_comm *c, dpg_dtype_t dt, dpg_op_t op, size_t rc_,
+				int mode, bool frac, int salt)
+{
+	size_t es = dpg_red_dtype_size(dt), i, total = rc_ * (size_t)c->size;
+	char *send = xmalloc(total * es), *recv;
+	struct dpg_err err = { "" };
+	int rc, n = c->size;
+
+	for (i = 0; i < total; i++)
+		put(dt, send, i, inval(c->rank, i, salt, frac));
+	recv = mode == 0 ? xmalloc(rc_ * es) : mode == 1 ? send : send + (size_t)c->rank * rc_ * es;
+	rc = c->ops->reduce_scatter(c, send, recv, rc_, dt, op, NULL, &err);
+	CHK(rc == 0, "reduce_scatter %s %s rc %zu: %d %s", DTN[dt], OPN[op], rc_, rc, err.msg);
+	for (i = 0; i < rc_; i++) {
+		size_t gi = (size_t)c->rank * rc_ + i;
+		double tol, want = expect(dt, op, n, gi, salt, frac, &tol), got = get(dt, recv, i);
+
+		CHK(close_enough(got, want, tol),
+		    "reduce_scatter %s %s rc %zu mode %d: [%zu] = %.9g, want %.9g", DTN[dt],
+		    OPN[op], rc_, mode, i, got, want);
+	}
+	if (mode == 0)
+		free(recv);
+	free(send);
+	return 0;
+}
+
+/* mode 0: out of place; 1: send == recv; 2: send == recv + rank*sc. */
+static int check_all_gather(struct dpg_comm *c, dpg_dtype_t dt, size_t sc, int mode, int salt)
+{
+	size_t es = dpg_red_dtype_size(dt), i, total = sc * (size_t)c->size;
+	char *recv = xmalloc(total * es), *send;
+	struct dpg_err err = { "" };
+	int rc, r;
+
+	memset(recv, 0xa5, total * es);
+	send = mode == 0 ? xmalloc(sc * es) : mode == 1 ? recv : recv + (size_t)c->rank * sc * es;
+	for (i = 0; i < sc; i++)
+		put(dt, send, i, inval(c->rank, i, salt, true));
+	rc = c->ops->all_gather(c, send, recv, sc, dt, NULL, &err);
+	CHK(rc == 0, "all_gather %s sc %zu: %d %s", DTN[dt], sc, rc, err.msg);
+	for (r = 0; r < c->size; r++)
+		for (i = 0; i < sc; i++) {
+			double got = get(dt, recv, (size_t)r * sc + i);
+			double want = stored(dt, inval(r, i, salt, true));
+
+			CHK(got == want, "all_gather %s sc %zu mode %d: block %d [%zu] = %g, want %g",
+			    DTN[dt], sc, mode, r, i, got, want);
+		}
+	if (mode == 0)
+		free(send);
+	free(recv);
+	return 0;
+}
+
+static int check_broadcast(struct dpg_comm *c, dpg_dtype_t dt, size_t count, int root, int salt)
+{
+	size_t es = dpg_red_dtype_size(dt), i;
+	char *buf = xmalloc(count * es);
+	struct dpg_err err = { "" };
+	int rc;
+
+	for (i = 0; i < count; i++)
+		put(dt, buf, i, c->rank == root ? inval(root, i, salt, true) : -99.0);
+	rc = c->ops->broadcast(c, buf, count, dt, root, NULL, &err);
+	CHK(rc == 0, "broadcast %s count %zu root %d: %d %s", DTN[dt], count, root, rc, err.msg);
+	for (i = 0; i < count; i++) {
+		double got = get(dt, buf, i), want = stored(dt, inval(root, i, salt, true));
+
+		CHK(got == want, "broadcast %s count %zu root %d: [%zu] = %g, want %g", DTN[dt],
+		    count, root, i, got, want);
+	}
+	free(buf);
+	return 0;
+}
+
+/* NaN in one rank's input: sum, min and max all give NaN there. */
+static int check_nan(struct dpg_comm *c)
+{
+	struct dpg_err err = { "" };
+	float f[7];
+	uint16_t h[7];
+	size_t i;
+	int k;
+
+	for (k = 0; k < 3; k++) {
+		dpg_op_t op = k == 0 ? DPG_SUM : k == 1 ? DPG_MIN : DPG_MAX;
+
+		for (i = 0; i < 7; i++) {
+			f[i] = (float)i;
+			h[i] = dpg_f32_to_f16((float)i);
+		}
+		if (c->rank == c->size - 1) {
+			f[3] = NAN;
+			h[3] = 0x7e00;
+		}
+		CHK(c->ops->allreduce(c, f, f, 7, DPG_F32, op, NULL, &err) == 0, "%s", err.msg);
+		CHK(c->ops->allreduce(c, h, h, 7, DPG_F16, op, NULL, &err) == 0, "%s", err.msg);
+		CHK(isnan(f[3]) && !isnan(f[2]), "f32 %s does not propagate NaN", OPN[op]);
+		CHK(isnan(dpg_f16_to_f32(h[3])) && !isnan(dpg_f16_to_f32(h[4])),
+		    "f16 %s does not propagate NaN", OPN[op]);
+	}
+	return 0;
+}
+
+static int coll_child(int rank, void *argp)
+{
+	const struct coll_arg *a = argp;
+	struct rank_env re;
+	struct dpg_comm *c = &re.c;
+	struct dpg_err err = { "" };
+	size_t counts[] = { 0, 1, 7, 1009, 4099 };
+	size_t d, o, k;
+	int salt = 0, root, mode;
+
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 30.0, NULL) != 0)
+		return 1;
+	for (d = 0; d < 6; d++)
+		for (o = 0; o < 4; o++)
+			for (k = 0; k < 5; k++) {
+				salt++;
+				if (check_allreduce(c, DTYPES[d], OPS[o], counts[k], k % 2 == 0,
+						    false, salt) ||
+				    check_reduce_scatter(c, DTYPES[d], OPS[o], counts[k] / 2 + k,
+							 (int)((k + o) % 3), false, salt))
+					return 1;
+				if (is_float(DTYPES[d]) && OPS[o] != DPG_MIN && OPS[o] != DPG_MAX &&
+				    check_allreduce(c, DTYPES[d], OPS[o], counts[k], k % 2 == 1,
+						    true, salt))
+					return 1;
+			}
+	/* the large count: every dtype once, ops and placement rotating */
+	for (d = 0; d < 6; d++) {
+		salt++;
+		if (check_allreduce(c, DTYPES[d], OPS[d % 4], a->big, d % 2 == 0,
+				    is_float(DTYPES[d]) && d % 4 < 2, salt) ||
+		    check_reduce_scatter(c, DTYPES[d], OPS[(d + 1) % 4],
+					 a->big / (size_t)a->n + 1, (int)(d % 3), false, salt))
+			return 1;
+	}
+	for (d = 0; d < 6; d++)
+		for (k = 0; k < 5; k++)
+			for (mode = 0; mode < 3; mode++)
+				if (check_all_gather(c, DTYPES[d], counts[k] + (size_t)mode, mode,
+						     ++salt))
+					return 1;
+	if (check_all_gather(c, DPG_F32, a->big / (size_t)a->n + 3, 2, ++salt))
+		return 1;
+	for (root = 0; root < a->n; root++)
+		for (d = 0; d < 6; d += 2)
+			if (check_broadcast(c, DTYPES[(d + (size_t)root) % 6],
+					    counts[(size_t)root % 5] + d, root, ++salt))
+				return 1;
+	if (check_broadcast(c, DPG_BF16, a->big + 1, a->n - 1, ++salt))
+		return 1;
+	if (check_nan(c))
+		return 1;
+	for (k = 0; k < 3; k++)
+		CHK(c->ops->barrier(c, &err) == 0, "barrier: %s", err.msg);
+	rank_stop(&re);
+	return 0;
+}
+
+static void run_coll(int n, int layout, size_t big)
+{
+	struct coll_arg a = { .n = n, .layout = layout, .big = big };
+	double t0 = mono_s();
+	int bad;
+
+	snprintf(a.name, sizeof(a.name), "coll%d.%s.%d", g_name_seq++, layout_name(layout), n);
+	bad = run_ranks(n, coll_child, &a, 120);
+	fprintf(stderr, "  [coll n=%d %s: %.2f s]\n", n, layout_name(layout), mono_s() - t0);
+	assert_int_equal(bad, 0);
+}
+
+#define BIG ((1u << 20) + 3)
+
+static void test_coll_n1(void **state)
+{
+	(void)state;
+	run_coll(1, L_SHM, BIG);
+}
+
+static void test_coll_n2_shm(void **state)
+{
+	(void)state;
+	run_coll(2, L_SHM, BIG);
+}
+
+static void test_coll_n2_tcp(void **state)
+{
+	(void)state;
+	run_coll(2, L_TCP, BIG);
+}
+
+static void test_coll_n3_half(void **state)
+{
+	(void)state;
+	run_coll(3, L_HALF, BIG / 2);
+}
+
+static void test_coll_n3_ring_shm(void **state)
+{
+	(void)state;
+	run_coll(3, L_RING_SHM, BIG / 4);
+}
+
+static void test_coll_n5_shm(void **state)
+{
+	(void)state;
+	run_coll(5, L_SHM, BIG / 4);
+}
+
+static void test_coll_n5_interleave(void **state)
+{
+	(void)state;
+	run_coll(5, L_INTERLEAVE, BIG / 8);
+}
+
+static void test_coll_n8_half(void **state)
+{
+	(void)state;
+	run_coll(8, L_HALF, BIG / 16);
+}
+
+static void test_coll_n8_shm(void **state)
+{
+	(void)state;
+	run_coll(8, L_SHM, BIG / 16);
+}
+
+static void test_coll_n8_tcp(void **state)
+{
+	(void)state;
+	run_coll(8, L_TCP, BIG / 32);
+}
+
+/* ------------------------------------------------------------ failures */
+
+struct fail_arg {
+	int n, layout, victim;
+	char name[48];
+	double *shared;		/* MAP_SHARED: [0] = the victim's exit time */
+	int mode;		/* 0 kill mid-call, 1 never call (timeout), 2 abort */
+};
+
+static void *killer(void *argp)
+{
+	struct fail_arg *a = argp;
+
+	usleep(150000);
+	a->shared[0] = mono_s();
+	_exit(0);
+	return NULL;
+}
+
+static int fail_child(int rank, void *argp)
+{
+	struct fail_arg *a = argp;
+	struct rank_env re;
+	struct dpg_comm *c = &re.c;
+	struct dpg_err err = { "" };
+	size_t count = 1u << 18, i;
+	float *buf;
+	int rc = 0, iter;
+	double t_err;
+	char want[64];
+
+	if (rank_start(&re, rank, a->n, a->name, a->layout, a->mode == 1 ? 1.0 : 20.0, NULL) != 0)
+		return 1;
+	buf = (float *)(void *)xmalloc(count * sizeof(float));
+	for (i = 0; i < count; i++)
+		buf[i] = 1.0f;
+	if (rank == a->victim) {
+		pthread_t t;
+
+		if (a->mode == 1) {
+			usleep(2500000);	/* alive, but never calls */
+			rank_stop(&re);
+			return 0;
+		}
+		pthread_create(&t, NULL, killer, a);
+		for (;;)	/* dies inside one of these */
+			c->ops->allreduce(c, buf, buf, count, DPG_F32, DPG_SUM, NULL, &err);
+	}
+	for (iter = 0; iter < 100000; iter++) {
+		rc = c->ops->allreduce(c, buf, buf, count, DPG_F32, DPG_SUM, NULL, &err);
+		if (rc != 0)
+			break;
+	}
+	t_err = mono_s();
+	if (a->mode == 1) {
+		CHK(rc == -DPG_ERR_TIMEOUT, "expected a timeout, got %d: %s", rc, err.msg);
+		CHK(strstr(err.msg, "timed out") != NULL, "message: %s", err.msg);
+	} else {
+		CHK(rc == -DPG_ERR_PEER, "expected a peer failure, got %d: %s", rc, err.msg);
+		snprintf(want, sizeof(want), "peer rank %d (127.0.0.1)", a->victim);
+		CHK(strstr(err.msg, want) != NULL, "message does not name %s: %s", want, err.msg);
+		CHK(a->shared[0] > 0, "the victim's exit time is missing");
+		CHK(t_err - a->shared[0] < 5.0, "took %.2f s to notice the death",
+		    t_err - a->shared[0]);
+		/* report the detection time to the parent (max over ranks) */
+		if (t_err - a->shared[0] > a->shared[1])
+			a->shared[1] = t_err - a->shared[0];
+	}
+	/* sticky: the next call fails the same way at once */
+	CHK(c->ops->allreduce(c, buf, buf, 4, DPG_F32, DPG_SUM, NULL, &err) == rc,
+	    "the failure is not sticky");
+	free(buf);
+	rank_stop(&re);
+	return 0;
+}
+
+static void run_fail(int n, int layout, int victim, int mode)
+{
+	struct fail_arg a = { .n = n, .layout = layout, .victim = victim, .mode = mode };
+	double t0 = mono_s();
+	int bad;
+
+	a.shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(a.shared != MAP_FAILED);
+	snprintf(a.name, sizeof(a.name), "fail%d.%s.%d", g_name_seq++, layout_name(layout), n);
+	bad = run_ranks(n, fail_child, &a, 60);
+	if (mode == 0)
+		fprintf(stderr, "  [%s n=%d victim %d: survivors noticed in <= %.3f s]\n",
+			layout_name(layout), n, victim, a.shared[1]);
+	else
+		fprintf(stderr, "  [%s n=%d rank %d never calls: %.2f s]\n", layout_name(layout),
+			n, victim, mono_s() - t0);
+	munmap(a.shared, 4096);
+	assert_int_equal(bad, 0);
+}
+
+static void test_kill_tcp(void **state)
+{
+	(void)state;
+	run_fail(3, L_TCP, 1, 0);
+	run_fail(4, L_TCP, 0, 0);
+}
+
+static void test_kill_shm(void **state)
+{
+	(void)state;
+	run_fail(3, L_SHM, 1, 0);
+	run_fail(4, L_SHM, 0, 0);
+}
+
+static void test_kill_mixed(void **state)
+{
+	(void)state;
+	run_fail(4, L_HALF, 3, 0);
+	run_fail(5, L_INTERLEAVE, 2, 0);
+}
+
+static void test_timeout(void **state)
+{
+	(void)state;
+	run_fail(3, L_SHM, 2, 1);
+	run_fail(3, L_TCP, 2, 1);
+	run_fail(4, L_HALF, 1, 1);
+}
+
+/* Abort: a thread raises the flag while the rank waits for a peer that
+ * never calls; the blocked call ends with DPG_ERR_ABORTED at once, and the
+ * other ranks learn that this rank aborted. */
+static volatile int g_abort_flag;
+
+static void *raise_abort(void *arg)
+{
+	(void)arg;
+	usleep(300000);
+	g_abort_flag = 1;
+	return NULL;
+}
+
+static int abort_child(int rank, void *argp)
+{
+	const struct fail_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	float x[64] = { 0 };
+	double t0;
+	int rc;
+
+	g_abort_flag = 0;
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, &g_abort_flag) != 0)
+		return 1;
+	if (rank == a->victim) {
+		usleep(1500000);	/* never calls */
+		rank_stop(&re);
+		return 0;
+	}
+	t0 = mono_s();
+	if (rank == 0) {
+		pthread_t t;
+
+		pthread_create(&t, NULL, raise_abort, NULL);
+		rc = re.c.ops->allreduce(&re.c, x, x, 64, DPG_F32, DPG_SUM, NULL, &err);
+		pthread_join(t, NULL);
+		CHK(rc == -DPG_ERR_ABORTED, "expected aborted, got %d: %s", rc, err.msg);
+		CHK(mono_s() - t0 < 1.5, "abort took %.2f s", mono_s() - t0);
+	} else {
+		rc = re.c.ops->allreduce(&re.c, x, x, 64, DPG_F32, DPG_SUM, NULL, &err);
+		CHK(rc == -DPG_ERR_PEER, "expected a peer failure, got %d: %s", rc, err.msg);
+		CHK(strstr(err.msg, "peer rank 0 (127.0.0.1) aborted") != NULL, "message: %s",
+		    err.msg);
+		CHK(mono_s() - t0 < 5.0, "took %.2f s", mono_s() - t0);
+	}
+	rank_stop(&re);
+	return 0;
+}
+
+static void test_abort(void **state)
+{
+	int layouts[] = { L_SHM, L_TCP, L_HALF }, i;
+
+	(void)state;
+	for (i = 0; i < 3; i++) {
+		struct fail_arg a = { .n = 3, .layout = layouts[i], .victim = 2 };
+
+		snprintf(a.name, sizeof(a.name), "abort%d.%d", g_name_seq++, i);
+		assert_int_equal(run_ranks(3, abort_child, &a, 60), 0);
+	}
+}
+
+/* ------------------------------------------------------------ in-process */
+
+/* An independent reference: the nearest of two candidate encodings by
+ * exact double arithmetic, ties to the even one. */
+static double f16_value(uint16_t h)
+{
+	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY)
+		: ldexp(1024 + m, e - 25);
+
+	return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t f16_ref(float f)
+{
+	double a = fabs((double)f);
+	uint16_t sign = signbit(f) ? 0x8000 : 0, lo = 0, hi = 0x7c00, mid;
+
+	if (isnan(f))
+		return 0x7e00;
+	if (a >= 65520.0)
+		return sign | 0x7c00;
+	/* largest encoding <= a, by bisection over the ordered magnitudes */
+	while (hi - lo > 1) {
+		mid = (uint16_t)((lo + hi) / 2);
+		if (f16_value(mid) <= a)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	{
+		double dl = a - f16_value(lo), dh = f16_value(hi) - a;
+
+		if (dh < dl || (dh == dl && (hi & 1) == 0))
+			lo = hi;
+	}
+	return sign | lo;
+}
+
+static void test_conversions(void **state)
+{
+	uint32_t h, k;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	(void)state;
+	/* f16: every encoding decodes exactly and converts back to itself */
+	for (h = 0; h < 0x10000; h++) {
+		float f = dpg_f16_to_f32((uint16_t)h);
+		double v = f16_value((uint16_t)h);
+
+		if (isnan(v)) {
+			assert_true(isnan(f));
+			assert_int_equal(dpg_f32_to_f16(f) & 0x7e00, 0x7e00);
+			continue;
+		}
+		assert_true((double)f == v);
+		assert_int_equal(signbit(f) != 0, (h & 0x8000) != 0);
+		assert_int_equal(dpg_f32_to_f16(f), h);
+		/* the exact midpoint to the next encoding, and one f32 ulp around it */
+		if ((h & 0x7fff) < 0x7bff) {
+			double next = f16_value((uint16_t)(h + 1));
+			float midf = (float)((v + next) / 2);
+
+			assert_int_equal(dpg_f32_to_f16(midf), f16_ref(midf));
+			assert_int_equal(dpg_f32_to_f16(nextafterf(midf, INFINITY)),
+					 f16_ref(nextafterf(midf, INFINITY)));
+			assert_int_equal(dpg_f32_to_f16(nextafterf(midf, -INFINITY)),
+					 f16_ref(nextafterf(midf, -INFINITY)));
+		}
+	}
+	assert_int_equal(dpg_f32_to_f16(65519.99f), 0x7bff);
+	assert_int_equal(dpg_f32_to_f16(65520.0f), 0x7c00);
+	assert_int_equal(dpg_f32_to_f16(-1e9f), 0xfc00);
+	assert_int_equal(dpg_f32_to_f16(INFINITY), 0x7c00);
+	assert_int_equal(dpg_f32_to_f16(ldexpf(1, -25)), 0);		/* tie to even: 0 */
+	assert_int_equal(dpg_f32_to_f16(ldexpf(3, -26)), 1);		/* 0.75 ulp */
+	/* random f32 bit patterns */
+	for (k = 0; k < 300000; k++) {
+		float f;
+		uint32_t u;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		u = (uint32_t)x;
+		if ((k & 1) == 0)	/* concentrate on the f16 range */
+			u = (u & 0x80000000u) | (0x33000000u + u % 0x14800000u);
+		memcpy(&f, &u, sizeof(f));
+		if (isnan(f))
+			continue;
+		assert_int_equal(dpg_f32_to_f16(f), f16_ref(f));
+		/* bf16: nearest, ties to even, by double arithmetic (the top
+		 * binade, where rounding up overflows, is checked below) */
+		if ((u & 0x7f800000u) < 0x7f000000u) {
+			uint32_t t = u & 0xffff0000u;
+			float lo, hi;
+			double dl, dh;
+			uint16_t want = (uint16_t)(u >> 16);
+
+			memcpy(&lo, &t, sizeof(lo));
+			t += 0x10000u;
+			memcpy(&hi, &t, sizeof(hi));
+			dl = fabs((double)f - (double)lo);
+			dh = fabs((double)hi - (double)f);
+			if (dh < dl || (dh == dl && (want & 1)))
+				want++;
+			assert_int_equal(dpg_f32_to_bf16(f), want);
+		}
+	}
+	assert_int_equal(dpg_f32_to_bf16(NAN) & 0x7fc0, 0x7fc0);
+	assert_int_equal(dpg_f32_to_bf16(-INFINITY), 0xff80);
+	assert_int_equal(dpg_f32_to_bf16(3.4028235e38f), 0x7f80);	/* FLT_MAX rounds up */
+	assert_int_equal(dpg_f32_to_bf16(-3.3895314e38f), 0xff7f);	/* largest finite */
+	assert_int_equal(dpg_f32_to_bf16(ldexpf(1, -133)), 0x0001);	/* subnormal kept */
+	assert_true(dpg_bf16_to_f32(0x3f80) == 1.0f);
+}
+
+/* Reference for one element of dpg_reduce_n: combine left to right in the
+ * accumulation type (f32 for f16/bf16), divide once, round once. */
+static double kref(dpg_dtype_t dt, dpg_op_t op, char *const *src, int ns, size_t i)
+{
+	int q;
+
+	if (dt == DPG_F64) {
+		double a = get(dt, src[0], i);
+
+		for (q = 1; q < ns; q++)
+			a = dpg_red_f64(a, get(dt, src[q], i), op);
+		return op == DPG_AVG ? a / ns : a;
+	}
+	if (is_float(dt)) {
+		float a = (float)get(dt, src[0], i);
+
+		for (q = 1; q < ns; q++)
+			a = dpg_red_f32(a, (float)get(dt, src[q], i), op);
+		return stored(dt, op == DPG_AVG ? (double)(a / (float)ns) : (double)a);
+	} else {
+		int64_t a = (int64_t)get(dt, src[0], i);
+
+		for (q = 1; q < ns; q++)
+			a = dpg_red_i64(a, (int64_t)get(dt, src[q], i), op);
+		return (double)(op == DPG_AVG ? a / ns : a);
+	}
+}
+
+/* dpg_reduce_n against kref and dpg_red_elem: every dtype, op, length
+ * around the tile size, 1..5 sources, in place and not. */
+static void test_kernels(void **state)
+{
+	size_t lens[] = { 1, 5, 255, 256, 257, 1000 }, li, i;
+	int d, o, ns, q;
+	char *src[5], *dst;
+
+	(void)state;
+	for (q = 0; q < 5; q++)
+		src[q] = xmalloc(1000 * 8);
+	dst = xmalloc(1000 * 8);
+	for (d = 0; d < 6; d++)
+		for (o = 0; o < 4; o++)
+			for (ns = 1; ns <= 5; ns++)
+				for (li = 0; li < 6; li++) {
+					size_t len = lens[li], es = dpg_red_dtype_size(DTYPES[d]);
+					const void *s[5];
+					bool inplace = li % 2 == 1;
+
+					for (q = 0; q < ns; q++) {
+						for (i = 0; i < len; i++)
+							put(DTYPES[d], src[q], i,
+							    inval(q, i, d * 4 + o, true) * 37.0);
+						s[q] = src[q];
+					}
+					if (inplace) {
+						memcpy(dst, src[0], len * es);
+						s[0] = dst;
+					}
+					dpg_reduce_n(dst, s, ns, len, DTYPES[d], OPS[o],
+						     OPS[o] == DPG_AVG ? ns : 0);
+					for (i = 0; i < len; i++) {
+						double g = get(DTYPES[d], dst, i);
+						double w = kref(DTYPES[d], OPS[o], src, ns, i);
+
+						if (!(g == w)) {
+							fprintf(stderr, "%s %s nsrc %d len %zu [%zu]: "
+								"%.9g vs %.9g\n", DTN[d], OPN[o], ns,
+								len, i, g, w);
+							fail();
+						}
+					}
+					if (ns == 2) {	/* the header's element form agrees */
+						char e[8];
+
+						for (i = 0; i < len; i++) {
+							dpg_red_elem(e, src[0] + i * es, src[1] + i * es, 0,
+								     DTYPES[d], OPS[o],
+								     OPS[o] == DPG_AVG ? 2 : 0);
+							assert_memory_equal(e, dst + i * es, es);
+						}
+					}
+				}
+	for (q = 0; q < 5; q++)
+		free(src[q]);
+	free(dst);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conversions),
+		cmocka_unit_test(test_kernels),
+		cmocka_unit_test(test_coll_n1),
+		cmocka_unit_test(test_coll_n2_shm),
+		cmocka_unit_test(test_coll_n2_tcp),
+		cmocka_unit_test(test_coll_n3_half),
+		cmocka_unit_test(test_coll_n3_ring_shm),
+		cmocka_unit_test(test_coll_n5_shm),
+		cmocka_unit_test(test_coll_n5_interleave),
+		cmocka_unit_test(test_coll_n8_half),
+		cmocka_unit_test(test_coll_n8_shm),
+		cmocka_unit_test(test_coll_n8_tcp),
+		cmocka_unit_test(test_kill_tcp),
+		cmocka_unit_test(test_kill_shm),
+		cmocka_unit_test(test_kill_mixed),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_abort),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	if (getenv("TEST_COLL_FILTER") != NULL)	/* e.g. "test_coll_n3*" */
+		cmocka_set_test_filter(getenv("TEST_COLL_FILTER"));
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
