@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -114,6 +115,7 @@ static void child_main(int first, int count, int n, int addrs, double timeout_s,
 	uint8_t pb[2];
 	int i, made = 0;
 
+	prctl(PR_SET_PDEATHSIG, SIGKILL);	/* die with the parent */
 	raise_nofile();
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, 128 * 1024);

@@ -103,6 +103,7 @@ struct cpu_link {
 	/* partial notice read on the channel we read notices from */
 	unsigned char nbuf[sizeof(struct cpu_notice)];
 	size_t nlen;
+	bool nclosed;		/* that channel hit EOF / an error */
 };
 
 struct cpu {
@@ -254,11 +255,15 @@ static int fail_self(struct cpu *p, int why, int culprit, int rc, struct dpg_err
 	return fail_from(p, rc, &f, err);
 }
 
-/* Read whatever is pending on a notice channel.  Returns 1 with *f filled
- * for a notice, -1 for EOF / reset (the link's peer is gone), 0 if
- * nothing (complete) is there. */
+/* Read whatever is pending on a notice channel: 1 with *f filled for a
+ * notice, else 0.  EOF or an error there only marks the channel closed: a
+ * neighbour that finished the collective may leave at once, and is a
+ * failure only if we still need its data or must still send to it (found
+ * by the data path: EOF on receive, EPIPE on send). */
 static int notice_read(struct cpu_link *l, int fd, struct dpg_fail *f)
 {
+	if (l->nclosed)
+		return 0;
 	for (;;) {
 		ssize_t r = recv(fd, l->nbuf + l->nlen, sizeof(l->nbuf) - l->nlen, MSG_DONTWAIT);
 
@@ -282,36 +287,22 @@ static int notice_read(struct cpu_link *l, int fd, struct dpg_fail *f)
 			}
 			continue;
 		}
-		if (r == 0)
-			return -1;
-		if (errno == EINTR)
+		if (r < 0 && errno == EINTR)
 			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
-		return -1;
+		l->nclosed = true;
+		return 0;
 	}
 }
 
 /* Look for a notice on every channel without blocking: 1 = *f filled. */
-static int notice_poll(struct cpu *p, struct dpg_fail *f, int *closed_peer)
+static int notice_poll(struct cpu *p, struct dpg_fail *f)
 {
-	int r;
-
-	*closed_peer = -1;
-	if (p->prev.kind == LINK_TCP) {
-		r = notice_read(&p->prev, p->prev.cfd, f);
-		if (r > 0)
-			return 1;
-		if (r < 0)
-			*closed_peer = p->prev.peer;
-	}
-	if (p->next.kind == LINK_TCP) {
-		r = notice_read(&p->next, p->next.fd, f);
-		if (r > 0)
-			return 1;
-		if (r < 0)
-			*closed_peer = p->next.peer;
-	}
+	if (p->prev.kind == LINK_TCP && notice_read(&p->prev, p->prev.cfd, f) > 0)
+		return 1;
+	if (p->next.kind == LINK_TCP && notice_read(&p->next, p->next.fd, f) > 0)
+		return 1;
 	if (p->shm != NULL && dpg_shm_fail_get(p->shm, f))
 		return 1;
 	return 0;
@@ -323,7 +314,6 @@ static int fail_closed(struct cpu *p, int peer, int64_t deadline, struct dpg_err
 {
 	int64_t end = dpg_now_ms() + CPU_GRACE_MS;
 	struct dpg_fail f;
-	int closed;
 
 	if (end > deadline)
 		end = deadline;
@@ -331,22 +321,15 @@ static int fail_closed(struct cpu *p, int peer, int64_t deadline, struct dpg_err
 		struct pollfd pf[2];
 		int np = 0;
 
-		if (notice_poll(p, &f, &closed) > 0)
+		if (notice_poll(p, &f) > 0)
 			return fail_set(p, &f, err);
-		if (p->shm != NULL) {
-			struct dpg_err e2;
-			int rc = dpg_shm_check(p->shm, &e2);
-
-			if (rc != 0 && dpg_shm_fail_get(p->shm, &f))
-				return fail_set(p, &f, err);
-		}
 		if (dpg_now_ms() >= end)
 			break;
-		if (p->prev.kind == LINK_TCP && p->prev.peer != peer) {
+		if (p->prev.kind == LINK_TCP && p->prev.peer != peer && !p->prev.nclosed) {
 			pf[np].fd = p->prev.cfd;
 			pf[np++].events = POLLIN;
 		}
-		if (p->next.kind == LINK_TCP && p->next.peer != peer) {
+		if (p->next.kind == LINK_TCP && p->next.peer != peer && !p->next.nclosed) {
 			pf[np].fd = p->next.fd;
 			pf[np++].events = POLLIN;
 		}
@@ -377,6 +360,7 @@ struct job {
 	int dep;		/* out step t needs in step t - dep */
 	bool out0_free;		/* out step 0 needs nothing */
 	size_t base, rem;	/* allreduce block split */
+	char *rs_final;		/* RS: where the reduced block goes */
 };
 
 static int mod(int a, int n)
@@ -460,7 +444,7 @@ static void in_step(const struct cpu *p, const struct job *j, int t, char **dst,
 		*len = j->count * j->es;
 		*own = j->send + (size_t)b * *len;
 		*final = t == n - 2;
-		*dst = *final ? j->recv : p->scratch + (size_t)(t % 2) * *len;
+		*dst = *final ? j->rs_final : p->scratch + (size_t)(t % 2) * *len;
 		return;
 	}
 	case JOB_AG: {
@@ -638,20 +622,20 @@ static int abort_fail(struct cpu *p, struct dpg_err *err)
 	return fail_self(p, DPG_FAIL_ABORTED, p->rank, -DPG_ERR_ABORTED, err);
 }
 
-/* Check notices, abort, deadline, local peers; 0 = carry on. */
-static int eng_health(struct cpu *p, int64_t deadline, int waiting_for, struct dpg_err *err)
+/* Check notices, abort, deadline, the local peers we need; 0 = go on. */
+static int eng_health(struct cpu *p, int64_t deadline, bool want_in, bool want_out,
+		      int waiting_for, struct dpg_err *err)
 {
 	struct dpg_fail f;
-	int closed, rc;
+	int rc;
 
 	if (is_aborted(p))
 		return abort_fail(p, err);
-	if (notice_poll(p, &f, &closed) > 0)
+	if (notice_poll(p, &f) > 0)
 		return fail_set(p, &f, err);
-	if (closed >= 0)
-		return fail_closed(p, closed, deadline, err);
 	if (p->shm != NULL) {
-		rc = dpg_shm_check(p->shm, err);
+		rc = dpg_shm_check(p->shm, want_in && p->prev.kind == LINK_SHM,
+				   want_out && p->next.kind == LINK_SHM, err);
 		if (rc != 0)
 			return fail_shm(p, rc, err);
 	}
@@ -674,7 +658,7 @@ static int eng_wait(struct cpu *p, const struct job *j, struct eng *e, int64_t d
 	struct pollfd pf[5];
 	int np = 0, rc, timeout_ms;
 
-	rc = eng_health(p, deadline, waiting_for, err);
+	rc = eng_health(p, deadline, want_in, want_out, waiting_for, err);
 	if (rc != 0)
 		return rc;
 	if (!tcp_in && !tcp_out) {
@@ -696,11 +680,11 @@ static int eng_wait(struct cpu *p, const struct job *j, struct eng *e, int64_t d
 		pf[np].fd = p->prev.fd;
 		pf[np++].events = POLLIN;
 	}
-	if (p->next.kind == LINK_TCP) {
+	if (p->next.kind == LINK_TCP && (tcp_out || !p->next.nclosed)) {
 		pf[np].fd = p->next.fd;
-		pf[np++].events = (short)(POLLIN | (tcp_out ? POLLOUT : 0));
+		pf[np++].events = (short)((p->next.nclosed ? 0 : POLLIN) | (tcp_out ? POLLOUT : 0));
 	}
-	if (p->prev.kind == LINK_TCP) {
+	if (p->prev.kind == LINK_TCP && !p->prev.nclosed) {
 		pf[np].fd = p->prev.cfd;
 		pf[np++].events = POLLIN;
 	}
@@ -873,6 +857,7 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 	struct cpu *p = c->impl;
 	size_t es = dpg_red_dtype_size(dt);
 	struct job j;
+	bool alias;
 	int rc;
 
 	(void)stream;
@@ -891,20 +876,32 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 		rc = dpg_shm_reduce_scatter(p->shm, send, recv, recvcount, dt, op, &w, err);
 		return rc != 0 ? fail_shm(p, rc, err) : 0;
 	}
-	if (p->n > 2 && p->scratch_cap < 2 * recvcount * es) {
-		char *nb = realloc(p->scratch, 2 * recvcount * es);
+	{
+		/* recv inside send but not at our own block (e.g. recv == send):
+		 * the ring still sends from send while the result arrives, so
+		 * the result goes to scratch and is copied at the end */
+		const char *sb = send, *rb = recv;
+		size_t blk = recvcount * es, total = blk * (size_t)p->n;
+		size_t need;
 
-		if (nb == NULL) {
-			dpg_errf(err, "out of memory (%zu bytes of scratch)", 2 * recvcount * es);
-			return -DPG_ERR_NOMEM;
+		alias = rb + blk > sb && rb < sb + total && rb != sb + (size_t)p->rank * blk;
+		need = ((p->n > 2 ? 2 : 0) + (alias ? 1 : 0)) * blk;
+		if (p->scratch_cap < need) {
+			char *nb = realloc(p->scratch, need);
+
+			if (nb == NULL) {
+				dpg_errf(err, "out of memory (%zu bytes of scratch)", need);
+				return -DPG_ERR_NOMEM;
+			}
+			p->scratch = nb;
+			p->scratch_cap = need;
 		}
-		p->scratch = nb;
-		p->scratch_cap = 2 * recvcount * es;
 	}
 	memset(&j, 0, sizeof(j));
 	j.kind = JOB_RS;
 	j.send = send;
 	j.recv = recv;
+	j.rs_final = alias ? p->scratch + (p->n > 2 ? 2 : 0) * recvcount * es : recv;
 	j.count = recvcount;
 	j.es = es;
 	j.dt = dt;
@@ -912,7 +909,10 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 	j.T_out = j.T_in = p->n - 1;
 	j.dep = 1;
 	j.out0_free = true;
-	return run_job(p, &j, err);
+	rc = run_job(p, &j, err);
+	if (rc == 0 && alias)
+		memcpy(recv, j.rs_final, recvcount * es);
+	return rc;
 }
 
 static int cpu_all_gather(struct dpg_comm *c, const void *send, void *recv, size_t sendcount,

@@ -224,7 +224,7 @@ static bool map_op(dpg_op_t op, ncclRedOp_t *out)
 
 static size_t dtype_bytes(dpg_dtype_t dt)
 {
-	return dpg_rt_dtype_size(dt);
+	return dpg_dtype_size(dt);
 }
 
 static int bad_types(dpg_dtype_t dt, int op, struct dpg_err *err)

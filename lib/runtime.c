@@ -174,7 +174,8 @@ static dpg_status_t backend_status(int rc)
 	return DPG_ERR_SYSTEM;
 }
 
-size_t dpg_rt_dtype_size(dpg_dtype_t dt)
+/* Declared in comm.h for every backend. */
+size_t dpg_dtype_size(dpg_dtype_t dt)
 {
 	switch (dt) {
 	case DPG_F16:
@@ -246,7 +247,7 @@ static int self_allreduce(struct dpg_comm *c, const void *send, void *recv,
 {
 	(void)c; (void)op; (void)stream; (void)err;
 	if (send != recv && count > 0)
-		memmove(recv, send, count * dpg_rt_dtype_size(dt));
+		memmove(recv, send, count * dpg_dtype_size(dt));
 	return 0;
 }
 
@@ -797,8 +798,11 @@ static void derive_layout(struct dpg_ctx *ctx)
 {
 	int n = ctx->j.world_size, me = ctx->j.rank, nodes = 0, my_node = -1;
 	int lrank = 0, lsize = 0;
+	bool need = ctx->j.local_rank < 0 || ctx->j.local_world_size < 0 ||
+		    ctx->j.node_rank < 0 || ctx->j.num_nodes < 0;
 
-	for (int r = 0; r < n; r++) {
+	/* quadratic in the worst case: only when the environment said nothing */
+	for (int r = 0; need && r < n; r++) {
 		bool first = true;
 
 		for (int q = 0; q < r; q++)
@@ -817,13 +821,13 @@ static void derive_layout(struct dpg_ctx *ctx)
 			lsize++;
 		}
 	}
-	if (ctx->j.local_rank < 0)
+	if (need && ctx->j.local_rank < 0)
 		ctx->j.local_rank = lrank;
-	if (ctx->j.local_world_size < 0)
+	if (need && ctx->j.local_world_size < 0)
 		ctx->j.local_world_size = lsize;
-	if (ctx->j.node_rank < 0)
+	if (need && ctx->j.node_rank < 0)
 		ctx->j.node_rank = my_node;
-	if (ctx->j.num_nodes < 0)
+	if (need && ctx->j.num_nodes < 0)
 		ctx->j.num_nodes = nodes;
 	/* an address on lo is fine only while every rank shares this node */
 	if (is_loopback(ctx->addr)) {
@@ -1253,7 +1257,7 @@ static dpg_status_t precheck(dpg_comm_t *c, const char *op)
 static dpg_status_t check_dtype_op(dpg_comm_t *c, const char *op,
 				   dpg_dtype_t dt, int redop)
 {
-	if (dpg_rt_dtype_size(dt) == 0)
+	if (dpg_dtype_size(dt) == 0)
 		return invalid(c, op, "unknown dtype %d", (int)dt);
 	if (redop >= 0 && redop > (int)DPG_MAX)
 		return invalid(c, op, "unknown reduction op %d", redop);
@@ -1263,7 +1267,7 @@ static dpg_status_t check_dtype_op(dpg_comm_t *c, const char *op,
 /* n elements of dt times k fit in size_t. */
 static bool fits(size_t n, dpg_dtype_t dt, size_t k)
 {
-	size_t b = dpg_rt_dtype_size(dt);
+	size_t b = dpg_dtype_size(dt);
 
 	return k == 0 || b == 0 || n <= SIZE_MAX / b / k;
 }
@@ -1585,7 +1589,7 @@ static void child_name(char *buf, size_t len, const char *parent, uint64_t n,
 
 	snprintf(full, sizeof(full), "%s.%" PRIu64 ".%d", parent, n, color);
 	if (strlen(full) < len) {
-		snprintf(buf, len, "%s", full);
+		copy_str(buf, len, full);
 		return;
 	}
 	for (const char *p = full; *p != '\0'; p++)

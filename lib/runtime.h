@@ -49,9 +49,6 @@ dpg_status_t dpg_comm_split_owned(dpg_comm_t *comm, int color, int key,
 /* Destroy a communicator whatever its owner (mesh.c, finalize). */
 dpg_status_t dpg_comm_destroy_owned(dpg_comm_t *comm);
 
-/* Bytes of one element, 0 for an unknown dtype. */
-size_t dpg_rt_dtype_size(dpg_dtype_t dt);
-
 /* Map a return code of store.h / net.h to a dpg_status_t. */
 dpg_status_t dpg_rt_store_status(int rc);
 

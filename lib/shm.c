@@ -264,11 +264,18 @@ static bool pipe_readable(struct dpg_shm *s)
 	return atomic_load_explicit(&s->ctl[s->me].head, memory_order_seq_cst) > s->rpos;
 }
 
-static bool pipe_writable(struct dpg_shm *s)
+/* Bytes of the out-pipe in use.  The reader may have rounded its end up
+ * for the next collective before we did (dpg_shm_pipe_begin): then 0. */
+static size_t pipe_used(struct dpg_shm *s)
 {
 	uint64_t tail = atomic_load_explicit(&s->ctl[s->pipe_to].tail, memory_order_seq_cst);
 
-	return s->wpos - tail + 8 <= s->P;
+	return tail >= s->wpos ? 0 : (size_t)(s->wpos - tail);
+}
+
+static bool pipe_writable(struct dpg_shm *s)
+{
+	return pipe_used(s) + 8 <= s->P;
 }
 
 static bool cond_ok(struct dpg_shm *s, const struct wcond *c, int *lag)
@@ -355,18 +362,44 @@ static int fail_local(struct dpg_shm *s, int why, int culprit, struct dpg_err *e
 	return dpg_fail_format(&f, s->self, s->hosts, err);
 }
 
-static int check_peers(struct dpg_shm *s, struct dpg_err *err)
+/* Does condition c still need something from local peer q? */
+static bool needs(struct dpg_shm *s, const struct wcond *c, int q)
+{
+	const struct shm_ctl *x = &s->ctl[q];
+
+	switch (c->kind) {
+	case W_IN:
+		return atomic_load_explicit(&x->in, memory_order_seq_cst) < c->v;
+	case W_RED:
+		return atomic_load_explicit(&x->red, memory_order_seq_cst) < c->v;
+	case W_OUT:
+		return atomic_load_explicit(&x->out, memory_order_seq_cst) < c->v;
+	case W_BAR:
+		return atomic_load_explicit(&x->bar, memory_order_seq_cst) < c->v;
+	case W_ONE_IN:
+		return q == c->q;
+	default:
+		return (c->rd && q == s->pipe_from && !pipe_readable(s)) ||
+		       (c->wr && q == s->pipe_to && !pipe_writable(s));
+	}
+}
+
+/* A peer that has exited is a failure only if we still need it (a rank may
+ * finish the last collective and exit while others copy out). */
+static int check_peers(struct dpg_shm *s, const struct wcond *c, struct dpg_err *err)
 {
 	int q;
 
 	for (q = 0; q < s->n; q++)
-		if (q != s->me && peer_gone(s, q))
+		if (q != s->me && needs(s, c, q) && peer_gone(s, q))
 			return fail_local(s, DPG_FAIL_EXITED, s->ranks[q], err);
 	return 0;
 }
 
-int dpg_shm_check(struct dpg_shm *s, struct dpg_err *err)
+int dpg_shm_check(struct dpg_shm *s, bool want_read, bool want_write, struct dpg_err *err)
 {
+	struct wcond c = { .kind = W_PIPE, .rd = want_read && s != NULL && s->pipe_from >= 0,
+			   .wr = want_write && s != NULL && s->pipe_to >= 0 };
 	struct dpg_fail f;
 	int64_t now;
 
@@ -378,12 +411,12 @@ int dpg_shm_check(struct dpg_shm *s, struct dpg_err *err)
 	if (now - s->last_health_ms < SHM_HEALTH_MS)
 		return 0;
 	s->last_health_ms = now;
-	return check_peers(s, err);
+	return check_peers(s, &c, err);
 }
 
 /* Everything but the condition: abort, failure word, deadline, peers. */
-static int health(struct dpg_shm *s, const struct dpg_shm_wait *w, int lag, bool force,
-		  struct dpg_err *err)
+static int health(struct dpg_shm *s, const struct dpg_shm_wait *w, const struct wcond *c,
+		  int lag, struct dpg_err *err)
 {
 	struct dpg_fail f;
 	int64_t now;
@@ -404,7 +437,7 @@ static int health(struct dpg_shm *s, const struct dpg_shm_wait *w, int lag, bool
 		int rc;
 
 		/* a dead peer explains the wait better than the clock */
-		rc = check_peers(s, err);
+		rc = check_peers(s, c, err);
 		if (rc != 0)
 			return rc;
 		f.why = DPG_FAIL_TIMEOUT;
@@ -418,9 +451,9 @@ static int health(struct dpg_shm *s, const struct dpg_shm_wait *w, int lag, bool
 			dpg_errf(err, "timed out after %.3g s", w->timeout_s);
 		return -DPG_ERR_TIMEOUT;
 	}
-	if (force || now - s->last_health_ms >= SHM_HEALTH_MS) {
+	if (now - s->last_health_ms >= SHM_HEALTH_MS) {
 		s->last_health_ms = now;
-		return check_peers(s, err);
+		return check_peers(s, c, err);
 	}
 	return 0;
 }
@@ -460,7 +493,7 @@ static int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_s
 		int64_t now, left;
 		uint32_t bell;
 
-		rc = health(s, w, lag, false, err);
+		rc = health(s, w, c, lag, err);
 		if (rc != 0)
 			return rc;
 		now = now_ns();
@@ -992,9 +1025,8 @@ void dpg_shm_pipe_begin(struct dpg_shm *s)
 size_t dpg_shm_pipe_write(struct dpg_shm *s, const void *buf, size_t len, size_t align)
 {
 	struct shm_ctl *c = &s->ctl[s->pipe_to];
-	uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-	size_t used = (size_t)(s->wpos - tail), off = (size_t)(s->wpos % s->P);
-	size_t n = s->P - used;
+	size_t off = (size_t)(s->wpos % s->P);
+	size_t n = s->P - pipe_used(s);
 
 	if (n > len)
 		n = len;
@@ -1013,7 +1045,9 @@ size_t dpg_shm_pipe_write(struct dpg_shm *s, const void *buf, size_t len, size_t
 const void *dpg_shm_pipe_peek(struct dpg_shm *s, size_t *avail)
 {
 	uint64_t head = atomic_load_explicit(&s->ctl[s->me].head, memory_order_acquire);
-	size_t off = (size_t)(s->rpos % s->P), n = (size_t)(head - s->rpos);
+	size_t off = (size_t)(s->rpos % s->P);
+	/* the writer may not have rounded its end up yet: nothing to read */
+	size_t n = head > s->rpos ? (size_t)(head - s->rpos) : 0;
 
 	if (n > s->P - off)
 		n = s->P - off;
@@ -1046,7 +1080,7 @@ int dpg_shm_pipe_wait(struct dpg_shm *s, bool want_read, bool want_write,
 
 	if (!c.rd && !c.wr) {
 		/* nothing to wait for here: just check health for max_us */
-		int rc = health(s, w, -1, false, err);
+		int rc = health(s, w, &c, -1, err);
 
 		if (rc == 0 && max_us > 0)
 			usleep((useconds_t)(max_us < 1000 ? max_us : 1000));

@@ -130,9 +130,12 @@ int dpg_shm_pipe_wait(struct dpg_shm *s, bool want_read, bool want_write,
  * them all; read it back (false if none). */
 void dpg_shm_fail_publish(struct dpg_shm *s, const struct dpg_fail *f);
 bool dpg_shm_fail_get(struct dpg_shm *s, struct dpg_fail *f);
-/* Non-blocking health check: failure word, then local peers' liveness.
- * Returns 0 or a negated status (err filled, failure published). */
-int dpg_shm_check(struct dpg_shm *s, struct dpg_err *err);
+/* Non-blocking health check: the failure word, then (at most every 20 ms)
+ * whether the pipe peers we still need (writer: want_read, reader:
+ * want_write) are alive.  Returns 0 or a negated status (err filled, the
+ * failure published). */
+int dpg_shm_check(struct dpg_shm *s, bool want_read, bool want_write,
+		  struct dpg_err *err);
 
 /* Wake this rank's own waits (for abort from another thread). */
 void dpg_shm_kick(struct dpg_shm *s);

@@ -41,7 +41,13 @@
  * belongs to generation g = (c - 1) / n.  The n-th arrival of a generation
  * (c % n == 0) sets name/done/<g> and deletes name/done/<g-1> (everyone has
  * left that one, since they all arrived at g); the others WAIT for
- * name/done/<g>.  So the barrier is reusable with the same n participants. */
+ * name/done/<g>.  So the barrier is reusable with the same n participants.
+ *
+ * A client handle serves one thread at a time (a timed-out request is
+ * cancelled and its late reply skipped by id, so the handle stays usable).
+ * Clients wait in poll() until their deadline, in 100 ms slices only when
+ * they have an abort flag to watch.  stop() in a forked child does nothing:
+ * the server thread, epoll set and eventfd belong to the parent. */
 #include "store.h"
 
 #include <arpa/inet.h>
@@ -366,6 +372,7 @@ struct table {
 struct dpg_store_server {
 	pthread_t th;
 	bool started;
+	pid_t pid;			/* of the process that started it */
 	int lfd, epfd, wakefd, sparefd;
 	uint16_t port;
 	int64_t auth_timeout_ms;
@@ -682,6 +689,9 @@ static void conn_close(struct dpg_store_server *s, struct conn *c)
 	}
 	dl_del(&c->all);
 	dl_del(&c->unauth);
+	/* explicitly: a forked child may hold a copy of the socket, and epoll
+	 * forgets a descriptor only when every copy is closed */
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->rbuf);
 	free(c);
@@ -1479,6 +1489,7 @@ int dpg_store_server_start(const char *addr, uint16_t port,
 		return dpg_errf(err, "store: cannot start the server thread: %s", strerror(rc));
 	}
 	s->started = true;
+	s->pid = getpid();
 	*out = s;
 	return 0;
 }
@@ -1493,6 +1504,10 @@ void dpg_store_server_stop(struct dpg_store_server *s)
 	uint64_t one = 1;
 
 	if (s == NULL)
+		return;
+	/* in a forked child the thread does not exist and the epoll set and
+	 * eventfd are the parent's: touch nothing (the copy is the child's) */
+	if (s->started && getpid() != s->pid)
 		return;
 	if (s->started) {
 		while (write(s->wakefd, &one, sizeof(one)) < 0 && errno == EINTR)

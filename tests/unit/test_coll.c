@@ -32,6 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include "comm.h"
 #include "cpu_backend.h"
 #include "net.h"
@@ -40,31 +44,59 @@
 
 /* ------------------------------------------------------------ the store */
 
-static struct dpg_store_server *g_srv;
+/* The store server runs in its own process (forked here, killed at the
+ * end), so that this process stays single-threaded: the rank processes it
+ * forks then inherit no phantom threads (which would confuse LeakSanitizer)
+ * and a store crash cannot take the test runner down. */
+static pid_t g_store_pid;
 static uint8_t g_secret[32];
 static uint16_t g_port;
 static int g_name_seq;
 
 static int group_setup(void **state)
 {
-	struct dpg_err err = { "" };
+	int fds[2];
 
 	(void)state;
-	if (getrandom(g_secret, sizeof(g_secret), 0) != (ssize_t)sizeof(g_secret))
+	if (getrandom(g_secret, sizeof(g_secret), 0) != (ssize_t)sizeof(g_secret) ||
+	    pipe(fds) != 0)
 		return -1;
-	if (dpg_store_server_start("127.0.0.1", 0, g_secret, sizeof(g_secret), &g_srv,
-				   &err) != 0) {
-		fprintf(stderr, "store: %s\n", err.msg);
+	g_store_pid = fork();
+	if (g_store_pid < 0)
+		return -1;
+	if (g_store_pid == 0) {
+		struct dpg_store_server *srv;
+		struct dpg_err err = { "" };
+		uint16_t port = 0;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(fds[0]);
+		if (dpg_store_server_start("127.0.0.1", 0, g_secret, sizeof(g_secret), &srv,
+					   &err) != 0)
+			fprintf(stderr, "store: %s\n", err.msg);
+		else
+			port = dpg_store_server_port(srv);
+		if (write(fds[1], &port, sizeof(port)) != (ssize_t)sizeof(port) || port == 0)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	if (read(fds[0], &g_port, sizeof(g_port)) != (ssize_t)sizeof(g_port) || g_port == 0) {
+		close(fds[0]);
 		return -1;
 	}
-	g_port = dpg_store_server_port(g_srv);
+	close(fds[0]);
 	return 0;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	dpg_store_server_stop(g_srv);
+	if (g_store_pid > 0) {
+		kill(g_store_pid, SIGKILL);
+		waitpid(g_store_pid, NULL, 0);
+	}
 	return 0;
 }
 
@@ -177,6 +209,7 @@ static int run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double wa
 	fflush(stderr);
 	for (r = 0; r < n; r++) {
 		pid_t pid = fork();
+		int st;
 
 		if (pid < 0) {
 			if (pgid > 0)
@@ -188,7 +221,13 @@ static int run_ranks(int n, int (*fn)(int rank, void *arg), void *arg, double wa
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			if (getppid() != parent)
 				_exit(99);
-			_exit(fn(r, arg));
+			st = fn(r, arg);
+#ifdef __SANITIZE_ADDRESS__
+			/* children leave by _exit: run the leak check here */
+			if (st == 0 && __lsan_do_recoverable_leak_check() != 0)
+				st = 7;
+#endif
+			_exit(st);
 		}
 		if (pgid == 0)
 			pgid = pid;
@@ -694,6 +733,7 @@ static int fail_child(int rank, void *argp)
 
 		if (a->mode == 1) {
 			usleep(2500000);	/* alive, but never calls */
+			free(buf);
 			rank_stop(&re);
 			return 0;
 		}

@@ -1064,7 +1064,8 @@ static void test_malformed_after_auth(void **state)
 }
 
 /* A child that authenticates, sends half a SET (or a whole GET that parks),
- * then dies; returns its wait status (no asserts: stderr may be captured). */
+ * then is killed; returns its wait status (no asserts: stderr may be
+ * captured).  Exit status 1: the child could not set itself up. */
 static int child_dies(uint16_t port, bool park)
 {
 	pid_t pid = fork();
@@ -1095,7 +1096,8 @@ static int child_dies(uint16_t port, bool park)
 				_exit(1);
 		}
 		usleep(50000);
-		_exit(0);
+		raise(SIGKILL);	/* killed, and out of reach of valgrind's exit checks */
+		_exit(2);
 	}
 	if (waitpid(pid, &st, 0) != pid)
 		return -1;
@@ -1117,8 +1119,8 @@ static void test_client_killed_mid_request(void **state)
 	st2 = child_dies(f->port, true);
 	usleep(100000);
 	log = cap_end();
-	assert_true(WIFEXITED(st1) && WEXITSTATUS(st1) == 0);
-	assert_true(WIFEXITED(st2) && WEXITSTATUS(st2) == 0);
+	assert_true(WIFSIGNALED(st1) && WTERMSIG(st1) == SIGKILL);
+	assert_true(WIFSIGNALED(st2) && WTERMSIG(st2) == SIGKILL);
 	assert_non_null(strstr(log, "closed the connection in the middle of a message"));
 	assert_serving(f->port);
 	/* the orphaned waiter is gone: setting its key answers nobody, safely */
@@ -1127,6 +1129,43 @@ static void test_client_killed_mid_request(void **state)
 	assert_int_equal(dpg_store_get(c, "orphan", &v, &n, in_ms(2000), &err), 0);
 	free(v);
 	dpg_store_close(c);
+}
+
+/* The host process forks (DataLoader workers...): children hold copies of the
+ * server's sockets, and one even calls stop().  The parent's server must not
+ * see events for connections it closed, nor be stopped by the child. */
+static void test_fork_holds_server_fds(void **state)
+{
+	struct fx *f = *state;
+	uint8_t m[W_HDR];
+	pid_t pid;
+	int st = -1, fd;
+
+	fd = raw_connect(f->port);
+	assert_int_equal(raw_auth(fd, SECRET), 0);
+	pid = fork();	/* the child now holds the server's end of fd too */
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fd);
+		dpg_store_server_stop(f->srv);	/* a no-op in a child */
+		usleep(500000);
+		raise(SIGKILL);
+		_exit(2);
+	}
+	cap_begin();
+	hdr(m, 0xbadbadu, W_VERSION, W_GET, 1, 0);
+	send_all(fd, m, sizeof(m));	/* the server drops us and closes its end */
+	usleep(100000);
+	/* the file lives on in the child: more bytes must not reach the
+	 * server's epoll set (the connection behind it is freed) */
+	send(fd, m, sizeof(m), MSG_NOSIGNAL);
+	usleep(100000);
+	cap_end();
+	assert_serving(f->port);
+	close(fd);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);	/* stop() did not crash */
+	assert_serving(f->port);
 }
 
 struct fake {
@@ -1205,6 +1244,7 @@ int main(void)
 		cmocka_unit_test(test_auth_timeout),
 		cmocka_unit_test_setup_teardown(test_malformed_after_auth, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_killed_mid_request, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_holds_server_fds, setup, teardown),
 		cmocka_unit_test(test_client_refuses_fake_server),
 	};
 
