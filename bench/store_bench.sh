@@ -28,7 +28,9 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 CC=${CC:-gcc}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/store-bench.XXXXXX")
-cleanup() { [ "${KEEP_LOGS:-0}" = 1 ] && echo "logs: $WORK" >&2 || rm -rf "$WORK"; }
+cleanup() {
+	if [ "${KEEP_LOGS:-0}" = 1 ]; then echo "logs: $WORK" >&2; else rm -rf "$WORK"; fi
+}
 trap cleanup EXIT
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
@@ -47,6 +49,15 @@ somaxconn $(cat /proc/sys/net/core/somaxconn 2>/dev/null || echo ?), \
 ports $(tr '\t' '-' < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo ?), \
 torch ${TORCH_VERSION:-absent}, $PROCS client processes, $ADDRS loopback addresses"
 
+# how_ended RC LIMIT_S -> words for a run's exit status under timeout(1)
+how_ended() {
+	case $1 in
+	124) echo "killed after $2 s" ;;
+	1[3-9][0-9]|2[0-5][0-9]) echo "died of signal $(($1 - 128))$([ "$1" = 134 ] && echo ' (SIGABRT)')" ;;
+	*) echo "exit status $1" ;;
+	esac
+}
+
 # field NAME LINE -> value of NAME=... in a result line
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
@@ -59,7 +70,7 @@ for n in $NS; do
 	echo "${line:-dpg clients=$n: no result (rc $rc)}"
 	dpg_s=$(field rendezvous_s "$line")
 	if [ $rc -ne 0 ] || [ -z "$dpg_s" ]; then
-		NOTES+=("N=$n dpg failed (rc $rc): ${line#*error: } $(head -c 300 "$WORK/dpg.$n.err")")
+		NOTES+=("N=$n dpg failed ($(how_ended $rc $((DPG_TIMEOUT * 2 + 30)))): ${line#*error: } $(head -c 300 "$WORK/dpg.$n.err")")
 		dpg_col="FAIL"
 	else
 		dpg_col=$dpg_s
@@ -72,7 +83,7 @@ for n in $NS; do
 			"$TOP/bench/tcpstore_clients.py" -n "$n" -p "$PROCS" -a "$ADDRS" \
 			-t "$TCPSTORE_TIMEOUT" 2>"$WORK/ts.$n.err")
 		rc=$?
-		echo "${line:-tcpstore clients=$n: no result (rc $rc: killed after $((TCPSTORE_TIMEOUT * 2 + 20)) s)}"
+		echo "${line:-tcpstore clients=$n: no result ($(how_ended $rc $((TCPSTORE_TIMEOUT * 2 + 20))))}"
 		ts_s=$(field rendezvous_s "$line")
 		ok=$(field ok "$line")
 		if [ $rc -ne 0 ] || [ -z "$ts_s" ]; then
@@ -81,7 +92,7 @@ for n in $NS; do
 			why=$(grep -E "errno|Error|error|what\(\)|timed out" "$WORK/ts.$n.err" |
 				sed -E 's/^[EWI][0-9]{8} [0-9:.]+ +[0-9]+ //; s/[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+, [0-9]+/ADDR/' |
 				sort | uniq -c | sort -rn | head -3 | sed 's/^ */  /')
-			NOTES+=("N=$n TCPStore failed (rc $rc): ${line#*error: }"$'\n'"$why")
+			NOTES+=("N=$n TCPStore failed ($(how_ended $rc $((TCPSTORE_TIMEOUT * 2 + 20)))): ${line#*error: }"$'\n'"$why")
 		else
 			ts_col=$ts_s
 		fi

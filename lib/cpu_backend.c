@@ -76,6 +76,8 @@ struct cpu_wire {
 	int32_t pid;
 	uint64_t token;		/* peers must present it when they connect */
 	uint64_t pidns;		/* inode of /proc/self/ns/pid */
+	uint64_t cpus[16];	/* affinity mask (CPUs 0..1023) */
+	char uts[64];		/* gethostname: the physical machine */
 	char host[CPU_HOST_MAX];
 	char node[CPU_HOST_MAX];
 };
@@ -170,18 +172,23 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int ncpus(void)
+/* This process's affinity mask as 16 words. */
+static void cpu_mask(uint64_t m[16])
 {
 	cpu_set_t set;
-	int n;
+	int i;
 
-	if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-		n = CPU_COUNT(&set);
-		if (n > 0)
-			return n;
+	memset(m, 0, 16 * sizeof(*m));
+	if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		for (i = 0; i < (n > 0 ? n : 1) && i < 1024; i++)
+			m[i / 64] |= 1ull << (i % 64);
+		return;
 	}
-	n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? n : 1;
+	for (i = 0; i < 1024 && i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &set))
+			m[i / 64] |= 1ull << (i % 64);
 }
 
 /* ------------------------------------------------------------ failures */
@@ -1184,7 +1191,7 @@ int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct d
 	uint16_t port = 0;
 	int64_t deadline;
 	char key[DPG_STORE_KEY_MAX];
-	bool pid_ok = true;
+	bool pid_ok = true, oversub = false;
 
 	if (n < 1 || c->rank < 0 || c->rank >= n || o == NULL || o->host == NULL ||
 	    o->node == NULL || (n > 1 && o->store == NULL)) {
@@ -1208,7 +1215,6 @@ int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct d
 	p->uabort = o->abort;
 	p->timeout_s = o->timeout_s > 0 ? o->timeout_s : CPU_DEFAULT_TIMEOUT_S;
 	p->chunk = o->tcp_chunk_bytes > 0 ? o->tcp_chunk_bytes : CPU_DEFAULT_CHUNK;
-	p->tcp_spin = n <= ncpus();
 	p->hosts = calloc((size_t)n, sizeof(*p->hosts));
 	p->ring = calloc((size_t)n, sizeof(*p->ring));
 	p->barbuf = calloc((size_t)n, sizeof(*p->barbuf));
@@ -1243,6 +1249,10 @@ int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct d
 	if (getrandom(&mine.token, sizeof(mine.token), 0) != (ssize_t)sizeof(mine.token))
 		mine.token = (uint64_t)now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 	mine.pidns = pidns_inode();
+	cpu_mask(mine.cpus);
+	if (gethostname(mine.uts, sizeof(mine.uts)) != 0)
+		mine.uts[0] = '\0';
+	mine.uts[sizeof(mine.uts) - 1] = '\0';
 	snprintf(mine.host, sizeof(mine.host), "%s", o->host);
 	snprintf(mine.node, sizeof(mine.node), "%s", o->node);
 	snprintf(key, sizeof(key), "%s/cpu/%d", c->name, c->rank);
@@ -1287,12 +1297,31 @@ int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct d
 		memcpy(&all[r], val, sizeof(all[r]));
 		free(val);
 		all[r].host[CPU_HOST_MAX - 1] = '\0';
+		all[r].uts[sizeof(all[r].uts) - 1] = '\0';
 		all[r].node[CPU_HOST_MAX - 1] = '\0';
 	}
 	for (r = 0; r < n; r++) {
 		p->hosts[r] = strdup(all[r].host);
 		if (p->hosts[r] == NULL)
 			goto nomem;
+	}
+
+	/* ranks on this physical machine vs the CPUs they may use: waits must
+	 * not spin when they outnumber the CPUs (e.g. 4 ranks on 2 cores) */
+	{
+		uint64_t u[16] = { 0 };
+		int k, here = 0, cpus = 0;
+
+		for (r = 0; r < n; r++)
+			if (strcmp(all[r].uts, mine.uts) == 0) {
+				here++;
+				for (k = 0; k < 16; k++)
+					u[k] |= all[r].cpus[k];
+			}
+		for (k = 0; k < 16; k++)
+			cpus += __builtin_popcountll(u[k]);
+		oversub = here > cpus;
+		p->tcp_spin = !oversub;
 	}
 
 	/* nodes in order of their lowest rank; the ring visits node by node */
@@ -1345,6 +1374,7 @@ int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct d
 		sc.hosts = (const char *const *)p->hosts;
 		sc.self = c->rank;
 		sc.slot_bytes = o->shm_slot_bytes;
+		sc.oversub = oversub ? 1 : 0;
 		sc.pipe_to = sc.pipe_from = -1;
 		for (i = 0; i < nlocal; i++) {
 			if (!p->direct && lranks[i] == p->next.peer && p->next.kind == LINK_SHM)

@@ -19,6 +19,21 @@
 /* Longest single poll() so that the abort flag is noticed promptly. */
 #define POLL_SLICE_MS 100
 
+/* The abort flag may be raised by another thread at any time. */
+static bool aborted(const volatile int *flag)
+{
+	return flag != NULL && __atomic_load_n((const int *)flag, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* How long one poll() may sleep: the whole wait, unless an abort flag must
+ * be watched (then in slices). */
+static int poll_slice(int64_t left, const volatile int *flag)
+{
+	int64_t cap = flag != NULL ? POLL_SLICE_MS : 1000000;
+
+	return left > cap ? (int)cap : (int)left;
+}
+
 int64_t dpg_now_ms(void)
 {
 	struct timespec ts;
@@ -117,7 +132,7 @@ static int connect_once(const struct sockaddr *sa, socklen_t sl, int64_t deadlin
 			*e = ETIMEDOUT;
 			goto fail;
 		}
-		r = poll(&p, 1, left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left);
+		r = poll(&p, 1, poll_slice(left, NULL));
 		if (r > 0)
 			break;
 		if (r < 0 && errno != EINTR) {
@@ -159,7 +174,7 @@ int dpg_net_connect(const char *host, uint16_t port, int64_t deadline_ms,
 		usleep(100000);
 	}
 	for (;;) {
-		if (abort != NULL && *abort) {
+		if (aborted(abort)) {
 			freeaddrinfo(ai);
 			return DPG_NET_ABORTED;
 		}
@@ -189,11 +204,11 @@ static int wait_fd(int fd, short events, int64_t deadline, const volatile int *a
 		int64_t left = deadline - dpg_now_ms();
 		int r;
 
-		if (abort != NULL && *abort)
+		if (aborted(abort))
 			return DPG_NET_ABORTED;
 		if (left <= 0)
 			return DPG_NET_TIMEOUT;
-		r = poll(&p, 1, left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left);
+		r = poll(&p, 1, poll_slice(left, abort));
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)

@@ -608,7 +608,7 @@ int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg
 	s->hosts = cfg->hosts;
 	s->creator = cfg->lrank == 0;
 	s->pid_ok = cfg->pid_ok;
-	s->oversub = s->n > ncpus();
+	s->oversub = cfg->oversub >= 0 ? cfg->oversub != 0 : s->n > ncpus();
 	s->ranks = calloc((size_t)s->n, sizeof(*s->ranks));
 	s->pids = calloc((size_t)s->n, sizeof(*s->pids));
 	s->pidfds = calloc((size_t)s->n, sizeof(*s->pidfds));

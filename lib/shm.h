@@ -65,6 +65,9 @@ struct dpg_shm_cfg {
 	bool pid_ok;			/* pids are valid here (same pid namespace) */
 	const char *const *hosts;	/* host of every comm rank (messages) */
 	int self;			/* this rank's comm rank */
+	int oversub;			/* 1: the machine's ranks outnumber its
+					 * CPUs (never spin), 0: they don't,
+					 * -1: guess from this process's CPUs */
 	size_t slot_bytes;		/* direct: bytes per slot (0 = default) */
 	int nsets;			/* direct: pipeline depth (0 = default) */
 	size_t pipe_bytes;		/* pipes: bytes per pipe (0 = default) */

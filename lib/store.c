@@ -1412,6 +1412,8 @@ static void server_free(struct dpg_store_server *s)
 		close(s->wakefd);
 	if (s->sparefd >= 0)
 		close(s->sparefd);
+	if (s->log_dropped > 0)
+		fprintf(stderr, "dpg store: %lu more log lines suppressed\n", s->log_dropped);
 	explicit_bzero(&s->keyed, sizeof(s->keyed));
 	free(s);
 }

@@ -46,6 +46,10 @@ NETNS=${NETNS:-0}
 PLUGIN_SO=${PLUGIN_SO-}
 E2E_PLAN=${DPG_PLAN:-}   # (DPG_* is scrubbed from the environment below)
 E2E_SRCDIR=${DPG_SRCDIR:-$(cd "$E2E_DIR/../.." && pwd)}
+# the runtime's programs (make check-e2e passes both; default: next to PLUGIN_SO)
+E2E_BUILD=$([ -n "$PLUGIN_SO" ] && cd "$(dirname "$PLUGIN_SO")/.." 2>/dev/null && pwd)
+E2E_DEMO=${DPG_DEMO:-${E2E_BUILD:+$E2E_BUILD/examples/allreduce_demo}}
+E2E_VICTIM=${DPG_VICTIM:-${E2E_BUILD:+$E2E_BUILD/tests/e2e/coll_victim}}
 # the admin's cached topology for the G > 0 cases: this VM has no GPU
 FX=$E2E_SRCDIR/tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml
 T=$E2E_DIR/taskenv.sh
@@ -66,6 +70,16 @@ if [ -n "$E2E_PLAN" ]; then
 	[ -x "$E2E_PLAN" ] || die "DPG_PLAN=$E2E_PLAN is not an executable"
 	E2E_PLAN=$(cd "$(dirname "$E2E_PLAN")" && pwd)/$(basename "$E2E_PLAN")
 fi
+[ -z "${DPG_DEMO:-}" ] || [ -x "$DPG_DEMO" ] || die "DPG_DEMO=$DPG_DEMO is not an executable"
+[ -z "${DPG_VICTIM:-}" ] || [ -x "$DPG_VICTIM" ] || die "DPG_VICTIM=$DPG_VICTIM is not an executable"
+for v in E2E_DEMO E2E_VICTIM; do # (derived ones that are not built: skipped)
+	if [ -n "${!v}" ] && [ -x "${!v}" ]; then
+		printf -v $v '%s' "$(cd "$(dirname "${!v}")" && pwd)/$(basename "${!v}")"
+	else
+		[ -z "${!v}" ] || echo "# SKIP the cases that need ${!v}: not built (make check-e2e builds it)"
+		printf -v $v ''
+	fi
+done
 CHK=("$PY" "$E2E_DIR/check_contract.py")
 PLAN_SHOWN=${E2E_PLAN:-none}
 PLAN=()
@@ -466,6 +480,153 @@ c_torch() {
 		fail "expected gloo_if=$IFN nccl_if==$IFN omp=N in all 6 ranks" || return 1
 	note "$(grep -m1 'rank=0/' "$WORK/torch.out" | grep -o 'master=[^ ]*\|allreduce=[^ ]*\|gloo_if=[^ ]*\|nccl_if=[^ ]*\|omp=[^ ]*\|affinity=[^ ]*' | tr '\n' ' ')"
 }
+# --- the runtime (libdpg) through real srun: examples/allreduce_demo, a rank
+# SIGKILLed mid-allreduce (tests/e2e/coll_victim.c), the store's job-secret
+# authentication between two steps, and dpg_init's SLURM_* fallback.  Every
+# srun is under "timeout": a hang fails the case instead of the suite.
+INALLOC=(--jobid="$ALLOC" --overlap)   # (timeout cannot run the st function)
+c_demo() {
+	local out=$WORK/demo.out rc ag
+	echo "\$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 allreduce_demo"
+	timeout 60 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=20 "$E2E_DEMO" \
+		>"$out" 2>"$out.err"; rc=$?
+	show "$out" stdout
+	[ -s "$out.err" ] && show "$out.err" stderr
+	[ $rc = 0 ] || fail "srun exited $rc" || return 1
+	grep -q '^dpg [0-9.]*: 6 ranks, sum of rank+1 = 21 (expected 21)$' "$out" ||
+		fail "rank 0 did not print 'sum of rank+1 = 21 (expected 21)'" || return 1
+	# the all_gather_bytes lines: ranks 0..5 in order, local ranks 0,1 per
+	# node, 2 ranks per host (NETNS: the hosts are n1 n1 n2 n2 n3 n3)
+	ag=$("$PY" - "$out" "$NETNS" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+want_host = lambda r: "n%d" % (r // 2 + 1)
+ok = len(rows) == 6 and all(x["rank"] == r and x["local_rank"] == r % 2 for r, x in enumerate(rows)) \
+    and all(rows[2 * k]["host"] == rows[2 * k + 1]["host"] for k in range(3)) \
+    and (sys.argv[2] != "1" or all(x["host"] == want_host(r) for r, x in enumerate(rows)))
+print("all_gather_bytes: " + " ".join("%d/%d@%s" % (x["rank"], x["local_rank"], x["host"]) for x in rows))
+sys.exit(0 if ok else "error: want ranks 0..5, local ranks 0,1 on each of 3 nodes")
+PYEOF
+	) 2>&1; rc=$?
+	echo "$ag"
+	[ $rc = 0 ] || return 1
+	note "$(head -1 "$out"); $ag"
+}
+
+c_victim() { # VICTIM: rank VICTIM SIGKILLs itself 2 ms into allreduce #3 (4 MiB of floats)
+	local vic=$1 out=$WORK/victim$1.out rc t0 death
+	rm -f "$WORK/death$vic"
+	echo "\$ srun -K0 -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 env DPG_TIMEOUT=20 DPG_E2E_VICTIM=$vic coll_victim"
+	echo "  (50 x allreduce of 1M floats; rank $vic raises SIGKILL from a thread 2 ms into allreduce #3)"
+	t0=$(e2e_now)
+	timeout 60 srun "${INALLOC[@]}" -K0 -N3 --ntasks-per-node=2 "${G[@]}" \
+		env DPG_TIMEOUT=20 DPG_E2E_VICTIM="$vic" DPG_E2E_KILL_AT=3 DPG_E2E_KILL_DELAY_US=2000 \
+		DPG_E2E_DEATH="$WORK/death$vic" "$E2E_VICTIM" >"$out" 2>"$out.err"; rc=$?
+	local took; took=$(e2e_elapsed "$t0")
+	show "$out" stdout
+	show "$out.err" stderr
+	[ $rc != 124 ] || fail "srun killed by 'timeout 60': the step hung" || return 1
+	[ $rc != 0 ] || fail "srun exited 0 although rank $vic was killed" || return 1
+	grep -Eq "task $vic: Killed" "$out.err" || fail "srun did not report task $vic as Killed" || return 1
+	"$PY" "$E2E_DIR/check_victim.py" --world 6 --victim "$vic" --death "$WORK/death$vic" --max-s 10 \
+		"$out" >"$out.chk"; rc=$?
+	cat "$out.chk"
+	[ $rc = 0 ] || return 1
+	note "$(tail -1 "$out.chk"); srun returned in ${took}s"
+	note "e.g. $(grep -m1 'reported by' "$out.chk" | sed 's/^[^:]*: [^:]*: //' | cut -c1-150)"
+}
+
+c_store_auth() { # step B's job secret against step A's store
+	local w=$WORK/auth a rc rca ma mp asid ah bsid bh i
+	rm -rf "$w"; mkdir -p "$w"; chmod 777 "$w"
+	# step A: rank 0 on n1 serves the store; rank 1 (n2) joins only once B is done
+	echo "\$ srun -N2 -n2 -w n1,n2 --dpg-gpus-per-task=0 coll_victim   (step A; rank 1 waits for B)"
+	timeout 60 srun "${INALLOC[@]}" -N2 -n2 -w n1,n2 "${G[@]}" bash -c '
+		if [ "$RANK" = 0 ]; then
+			echo "$MASTER_ADDR $MASTER_PORT $SLURM_STEP_ID $(printf %s "$DPG_SECRET" | md5sum | cut -c1-8)" >"$1/a.tmp"
+			mv "$1/a.tmp" "$1/a.master"
+		else
+			for i in $(seq 300); do [ -e "$1/b.done" ] && break; sleep 0.1; done
+		fi
+		exec env DPG_TIMEOUT=20 DPG_E2E_ITERS=2 DPG_E2E_COUNT=1024 "$2"' _ "$w" "$E2E_VICTIM" \
+		>"$w/a.out" 2>"$w/a.err" &
+	a=$!
+	for i in $(seq 300); do [ -s "$w/a.master" ] && break; sleep 0.1; done
+	read -r ma mp asid ah <"$w/a.master" 2>/dev/null
+	if [ -z "${mp:-}" ]; then
+		touch "$w/b.done"; wait $a
+		show "$w/a.err" "step A stderr"
+		fail "step A's rank 0 did not start" || return 1
+	fi
+	# step B (n3): its own per-step secret, but A's MASTER_ADDR:MASTER_PORT as RANK=1 of 2
+	echo "\$ srun -N1 -n1 -w n3 --dpg-gpus-per-task=0 env -i DPG_SECRET=\"\$DPG_SECRET\" RANK=1 WORLD_SIZE=2 MASTER_ADDR=$ma MASTER_PORT=$mp allreduce_demo   (step B)"
+	timeout 30 srun "${INALLOC[@]}" -N1 -n1 -w n3 "${G[@]}" bash -c '
+		echo "B: step $SLURM_STEP_ID secret-md5 $(printf %s "$DPG_SECRET" | md5sum | cut -c1-8)"
+		exec env -i PATH="$PATH" DPG_SECRET="$DPG_SECRET" RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 \
+			LOCAL_WORLD_SIZE=1 MASTER_ADDR="$1" MASTER_PORT="$2" DPG_TIMEOUT=10 "$3"' \
+		_ "$ma" "$mp" "$E2E_DEMO" >"$w/b.out" 2>&1; rc=$?
+	touch "$w/b.done"
+	wait $a; rca=$?
+	echo "step A: step $asid, MASTER_ADDR=$ma MASTER_PORT=$mp secret-md5 $ah"
+	show "$w/b.out" "step B (exit $rc)"
+	show "$w/a.out" "step A stdout (exit $rca)"
+	show "$w/a.err" "step A stderr"
+	read -r _ _ bsid _ bh < <(grep -m1 '^B: step' "$w/b.out")
+	[ -n "${bh:-}" ] && [ "$bh" != "$ah" ] && [ "$bsid" != "$asid" ] ||
+		fail "steps A ($asid, $ah) and B (${bsid:-?}, ${bh:-?}) do not have their own secrets" || return 1
+	[ $rc != 0 ] && [ $rc != 124 ] || fail "step B exited $rc (want a clean failure)" || return 1
+	grep -q 'failed (authentication failure (job secret)).*refused our job secret' "$w/b.out" ||
+		fail "step B: no DPG_ERR_AUTH 'refused our job secret' error" || return 1
+	grep -q '^dpg store: refused .*wrong job secret' "$w/a.err" ||
+		fail "step A's store logged no 'dpg store: refused ... wrong job secret'" || return 1
+	[ $rca = 0 ] && [ "$(grep -c '^E2E-OK' "$w/a.out")" = 2 ] ||
+		fail "step A did not complete after the refused intruder (exit $rca)" || return 1
+	note "B -> $(grep -m1 -o 'dpg_init: the store.*' "$w/b.out" | cut -c1-60)...$(grep -m1 -o 'store: the store at.*' "$w/b.out")"
+	note "A's store: $(grep -m1 '^dpg store: refused' "$w/a.err"); A then completed (2 ranks OK)"
+}
+
+c_fallback() { # no --dpg-* option: dpg_init reads SLURM_* (and DPG_SECRET from the user)
+	local secret=$1 out=$WORK/fallback$1.out rc
+	echo "\$ ${secret:+DPG_SECRET=<random 32 bytes> }srun -N2 -n4 allreduce_demo   (no --dpg-* option${secret:- and no DPG_SECRET})"
+	if [ -n "$secret" ]; then secret=$(head -c32 /dev/urandom | od -An -tx1 | tr -d ' \n'); fi
+	DPG_SECRET=$secret timeout 60 srun "${INALLOC[@]}" -N2 -n4 bash -c '
+		[ -z "${RANK+x}${WORLD_SIZE+x}${MASTER_ADDR+x}${MASTER_PORT+x}${DPG_RANK+x}" ] ||
+			echo "CONTRACT-PRESENT in task $SLURM_PROCID"
+		[ -n "$DPG_SECRET" ] || unset DPG_SECRET
+		exec env DPG_TIMEOUT=20 "$1"' _ "$E2E_DEMO" >"$out" 2>"$out.err"; rc=$?
+	show "$out" stdout
+	show "$out.err" stderr
+	! grep -q CONTRACT-PRESENT "$out" || fail "the tasks got contract variables without --dpg-*" || return 1
+	if [ -n "$secret" ]; then
+		[ $rc = 0 ] || fail "srun exited $rc" || return 1
+		grep -q '^dpg [0-9.]*: 4 ranks, sum of rank+1 = 10 (expected 10)$' "$out" ||
+			fail "rank 0 did not print 'sum of rank+1 = 10 (expected 10)'" || return 1
+		note "$(head -1 "$out") (rank/size/MASTER_ADDR/port from SLURM_*)"
+	else
+		[ $rc != 0 ] && [ $rc != 124 ] || fail "srun exited $rc, want a clean failure" || return 1
+		[ "$(grep -c 'failed (authentication failure (job secret)).*no job secret: launch with the dpg plugin' "$out.err")" = 4 ] ||
+			fail "want the 'no job secret' error from each of the 4 ranks" || return 1
+		note "srun exit $rc; x4: $(grep -m1 -o 'dpg_init on .*export the same DPG_SECRET' "$out.err" | cut -c1-130)"
+	fi
+}
+
+if [ -n "$E2E_DEMO" ]; then
+	pcase "libdpg: allreduce_demo -N3 --ntasks-per-node=2 G=0: sum 21, all_gather over 3 nodes" c_demo
+	run_case "libdpg: srun -N2 -n4 without --dpg-*, user DPG_SECRET: dpg_init falls back to SLURM_*" \
+		c_fallback 1
+	run_case "libdpg: srun -N2 -n4 without --dpg-* nor DPG_SECRET: every rank fails clearly" c_fallback ''
+fi
+if [ -n "$E2E_VICTIM" ]; then
+	pcase "libdpg: rank 3 SIGKILLed mid-allreduce (-N3 x2, 4 MiB): survivors fail < 10 s naming it" \
+		c_victim 3
+	pcase "libdpg: rank 0 (hosts the store) SIGKILLed mid-allreduce: survivors fail < 10 s naming it" \
+		c_victim 0
+fi
+if [ -n "$E2E_DEMO" ] && [ -n "$E2E_VICTIM" ]; then
+	pcase "libdpg: step B's secret at step A's store: DPG_ERR_AUTH, A logs the refusal, A completes" \
+		c_store_auth
+fi
+
 if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
 	pcase "torch gloo env:// all_reduce, -N3 --ntasks-per-node=2, --export=NONE, G=0, GLOO_SOCKET_IFNAME=$IFN" c_torch
 else

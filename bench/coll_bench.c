@@ -1,0 +1,414 @@
+/* coll_bench.c - bus bandwidth of libdpg's CPU collectives (allreduce,
+ * reduce_scatter, all_gather, broadcast), measured like bench/coll_mpi.c
+ * measures MPI so that the two print comparable lines.
+ *
+ * It starts its own ranks: the parent runs a rendezvous store and forks N
+ * rank processes, which build a communicator with the CPU backend:
+ *   -m shm    every rank on one "node": the shared-memory algorithms
+ *   -m tcp    every rank its own "node": the TCP ring over loopback
+ *   -m ring   one node, but the ring engine over shared-memory pipes
+ * Ranks are pinned to CPU (rank % ncpus) when there are no more ranks than
+ * CPUs (Open MPI binds to cores in that case too; -P turns pinning off).
+ *
+ * Method (nccl-tests conventions, GB/s = 1e9 B/s):
+ *   allreduce       bytes = buffer size   busbw = algbw * 2(n-1)/n
+ *   reduce_scatter  bytes = send size     busbw = algbw * (n-1)/n
+ *   all_gather      bytes = recv size     busbw = algbw * (n-1)/n
+ *   broadcast       bytes = buffer size   busbw = algbw
+ * Per size: warm-up calls, a calibration that picks a batch of `iters`
+ * calls lasting about -t ms (at most 2000), then -r batches, each started by
+ * a barrier; a batch's time per call is the maximum over the ranks; the
+ * median / min / max over batches are reported.  float32 sum, out of place;
+ * results are checked once per size.
+ *
+ * Usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] [-e MAXBYTES]
+ *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
+ *          [-s SLOT_BYTES] [-P]
+ *   OPS: comma list of allreduce,reduce_scatter,allgather,bcast
+ * Output: a human table, plus one machine-readable line per size:
+ *   CSV,label,op,n,bytes,iters,t_med_us,t_min_us,t_max_us,algbw,busbw,busbw_lo,busbw_hi,ok
+ */
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "cpu_backend.h"
+#include "net.h"
+#include "reduce.h"
+#include "store.h"
+
+enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BCAST, OP_N };
+static const char *const op_names[OP_N] = { "allreduce", "reduce_scatter", "allgather",
+					    "bcast" };
+
+struct opts {
+	int n;
+	const char *mode;
+	size_t minb, maxb;
+	int factor, reps, warm;
+	double target_ms;
+	bool on[OP_N];
+	const char *label;
+	size_t slot;
+	bool pin;
+	uint16_t port;
+	uint8_t secret[32];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void die(int rank, const char *what, const struct dpg_err *err)
+{
+	fprintf(stderr, "coll_bench rank %d: %s: %s\n", rank, what, err ? err->msg : "");
+	_exit(1);
+}
+
+/* One call of op; count = elements of the op's "bytes" (see the header). */
+static int run_op(struct dpg_comm *c, int op, size_t count, float *s, float *r,
+		  struct dpg_err *err)
+{
+	size_t n = (size_t)c->size;
+
+	switch (op) {
+	case OP_ALLREDUCE:
+		return c->ops->allreduce(c, s, r, count, DPG_F32, DPG_SUM, NULL, err);
+	case OP_REDUCE_SCATTER:
+		return c->ops->reduce_scatter(c, s, r, count / n, DPG_F32, DPG_SUM, NULL, err);
+	case OP_ALLGATHER:
+		return c->ops->all_gather(c, s, r, count / n, DPG_F32, NULL, err);
+	default:
+		return c->ops->broadcast(c, s, count, DPG_F32, 0, NULL, err);
+	}
+}
+
+static void fill(const struct dpg_comm *c, int op, size_t count, float *s)
+{
+	size_t i, sc = op == OP_ALLGATHER ? count / (size_t)c->size : count;
+
+	for (i = 0; i < sc; i++)
+		s[i] = (float)((c->rank + 1) + (int)(i % 7));
+	if (op == OP_BCAST && c->rank != 0)
+		for (i = 0; i < count; i++)
+			s[i] = -1.0f;
+}
+
+static long check(const struct dpg_comm *c, int op, size_t count, const float *s,
+		  const float *r)
+{
+	int n = c->size, q;
+	float rsum = (float)(n * (n + 1) / 2);
+	size_t i, rc = count / (size_t)n;
+	long bad = 0;
+
+	switch (op) {
+	case OP_ALLREDUCE:
+		for (i = 0; i < count; i++)
+			bad += r[i] != rsum + (float)(n * (int)(i % 7));
+		break;
+	case OP_REDUCE_SCATTER:
+		for (i = 0; i < rc; i++)
+			bad += r[i] != rsum + (float)(n * (int)(((size_t)c->rank * rc + i) % 7));
+		break;
+	case OP_ALLGATHER:
+		for (q = 0; q < n; q++)
+			for (i = 0; i < rc; i++)
+				bad += r[(size_t)q * rc + i] != (float)((q + 1) + (int)(i % 7));
+		break;
+	default:
+		for (i = 0; i < count; i++)
+			bad += s[i] != (float)(1 + (int)(i % 7));
+		break;
+	}
+	return bad;
+}
+
+static double max_over_ranks(struct dpg_comm *c, double v)
+{
+	struct dpg_err err;
+	double x = v;
+
+	if (c->ops->allreduce(c, &x, &x, 1, DPG_F64, DPG_MAX, NULL, &err) != 0)
+		die(c->rank, "allreduce(max)", &err);
+	return x;
+}
+
+/* Time `iters` back-to-back calls; the max over ranks of seconds per call. */
+static double batch(struct dpg_comm *c, int op, size_t count, float *s, float *r, int iters)
+{
+	struct dpg_err err;
+	double t0;
+	int i;
+
+	if (c->ops->barrier(c, &err) != 0)
+		die(c->rank, "barrier", &err);
+	t0 = now_s();
+	for (i = 0; i < iters; i++)
+		if (run_op(c, op, count, s, r, &err) != 0)
+			die(c->rank, op_names[op], &err);
+	return max_over_ranks(c, (now_s() - t0) / iters);
+}
+
+static double bus_factor(int op, int n)
+{
+	switch (op) {
+	case OP_ALLREDUCE:
+		return 2.0 * (n - 1) / n;
+	case OP_REDUCE_SCATTER:
+	case OP_ALLGATHER:
+		return (double)(n - 1) / n;
+	default:
+		return 1.0;
+	}
+}
+
+static int rank_main(int rank, const struct opts *o)
+{
+	struct dpg_err err = { "" };
+	struct dpg_store *st = NULL;
+	struct dpg_comm c;
+	struct dpg_cpu_opts co;
+	int world[64], r, op;
+	char node[32];
+	float *sbuf = NULL, *rbuf = NULL;
+	double *ts;
+
+	if (o->pin && o->n <= (int)sysconf(_SC_NPROCESSORS_ONLN)) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(rank % (int)sysconf(_SC_NPROCESSORS_ONLN), &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
+	if (dpg_store_connect("127.0.0.1", o->port, o->secret, sizeof(o->secret),
+			      dpg_now_ms() + 30000, NULL, &st, &err) != 0)
+		die(rank, "store", &err);
+	memset(&c, 0, sizeof(c));
+	c.rank = rank;
+	c.size = o->n;
+	for (r = 0; r < o->n; r++)
+		world[r] = r;
+	c.world_ranks = world;
+	snprintf(c.name, sizeof(c.name), "bench");
+	if (strcmp(o->mode, "tcp") == 0)
+		snprintf(node, sizeof(node), "node%d", rank);
+	else
+		snprintf(node, sizeof(node), "node");
+	memset(&co, 0, sizeof(co));
+	co.store = st;
+	co.host = "127.0.0.1";
+	co.node = node;
+	co.timeout_s = 120;
+	co.flags = strcmp(o->mode, "ring") == 0 ? DPG_CPU_RING : 0;
+	co.shm_slot_bytes = o->slot;
+	if (dpg_cpu_comm_init(&c, &co, &err) != 0)
+		die(rank, "init", &err);
+	if (posix_memalign((void **)&sbuf, 4096, o->maxb) != 0 ||
+	    posix_memalign((void **)&rbuf, 4096, o->maxb) != 0)
+		die(rank, "out of memory", NULL);
+	memset(sbuf, 0, o->maxb);
+	memset(rbuf, 0, o->maxb);
+	ts = calloc((size_t)o->reps, sizeof(*ts));
+	if (ts == NULL)
+		die(rank, "out of memory", NULL);
+	if (rank == 0) {
+		printf("# libdpg cpu backend (%s, reduce kernels: %s) | nranks=%d | reps=%d "
+		       "target_ms=%.0f | GB/s = 1e9 B/s\n", o->mode, dpg_reduce_isa(), o->n,
+		       o->reps, o->target_ms);
+		printf("# %-14s %11s %7s %11s %11s %11s %9s %9s %9s %9s\n", "op", "bytes",
+		       "iters", "t_med(us)", "t_min(us)", "t_max(us)", "algbw", "busbw",
+		       "busbw_lo", "busbw_hi");
+		fflush(stdout);
+	}
+	for (op = 0; op < OP_N; op++) {
+		size_t bytes;
+
+		if (!o->on[op])
+			continue;
+		for (bytes = o->minb; bytes <= o->maxb; bytes *= (size_t)o->factor) {
+			size_t count = bytes / sizeof(float);
+			double b, t1, tmed, tmin, tmax, bf, alg;
+			int nwarm = o->warm >= 0 ? o->warm : bytes >= (16u << 20) ? 2 : 10;
+			int i, cal, iters;
+			long bad;
+
+			count -= count % (size_t)o->n;
+			b = (double)count * sizeof(float);
+			fill(&c, op, count, sbuf);
+			if (run_op(&c, op, count, sbuf, rbuf, &err) != 0)
+				die(rank, op_names[op], &err);
+			bad = (long)max_over_ranks(&c, (double)check(&c, op, count, sbuf, rbuf));
+			if (bad && rank == 0)
+				fprintf(stderr, "CHECK FAILED %s bytes=%zu bad=%ld\n", op_names[op],
+					bytes, bad);
+			for (i = 0; i < nwarm; i++)
+				if (run_op(&c, op, count, sbuf, rbuf, &err) != 0)
+					die(rank, op_names[op], &err);
+			/* t is already the max over ranks: every rank picks the same */
+			t1 = batch(&c, op, count, sbuf, rbuf, 1);
+			cal = (int)ceil(2e-3 / (t1 > 0 ? t1 : 1e-6));
+			cal = cal < 1 ? 1 : cal > 100 ? 100 : cal;
+			t1 = batch(&c, op, count, sbuf, rbuf, cal);
+			iters = (int)(o->target_ms * 1e-3 / (t1 > 0 ? t1 : 1e-6));
+			iters = iters < 1 ? 1 : iters > 2000 ? 2000 : iters;
+			for (i = 0; i < o->reps; i++)
+				ts[i] = batch(&c, op, count, sbuf, rbuf, iters);
+			qsort(ts, (size_t)o->reps, sizeof(*ts), cmp_double);
+			tmed = o->reps % 2 ? ts[o->reps / 2]
+				: 0.5 * (ts[o->reps / 2 - 1] + ts[o->reps / 2]);
+			tmin = ts[0];
+			tmax = ts[o->reps - 1];
+			bf = bus_factor(op, o->n);
+			alg = b / tmed / 1e9;
+			if (rank == 0) {
+				printf("  %-14s %11.0f %7d %11.2f %11.2f %11.2f %9.3f %9.3f %9.3f "
+				       "%9.3f%s\n", op_names[op], b, iters, tmed * 1e6, tmin * 1e6,
+				       tmax * 1e6, alg, alg * bf, b / tmax / 1e9 * bf,
+				       b / tmin / 1e9 * bf, bad ? "  CHECK-FAILED" : "");
+				printf("CSV,%s,%s,%d,%.0f,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%d\n",
+				       o->label, op_names[op], o->n, b, iters, tmed * 1e6,
+				       tmin * 1e6, tmax * 1e6, alg, alg * bf, b / tmax / 1e9 * bf,
+				       b / tmin / 1e9 * bf, bad ? 0 : 1);
+				fflush(stdout);
+			}
+		}
+	}
+	c.ops->destroy(&c);
+	dpg_store_close(st);
+	free(ts);
+	free(sbuf);
+	free(rbuf);
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] "
+		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
+		"[-l LABEL] [-s SLOT_BYTES] [-P]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .n = 2, .mode = "shm", .minb = 4096, .maxb = 64u << 20,
+			  .factor = 4, .reps = 7, .warm = -1, .target_ms = 50,
+			  .on = { true, true, true, true }, .label = NULL, .pin = true };
+	struct dpg_store_server *srv;
+	struct dpg_err err = { "" };
+	char label[64];
+	pid_t pids[64];
+	int i, op, bad = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(a, "-P") == 0) {
+			o.pin = false;
+			continue;
+		}
+		if (v == NULL)
+			usage();
+		i++;
+		if (strcmp(a, "-n") == 0)
+			o.n = atoi(v);
+		else if (strcmp(a, "-m") == 0)
+			o.mode = v;
+		else if (strcmp(a, "-b") == 0)
+			o.minb = strtoull(v, NULL, 0);
+		else if (strcmp(a, "-e") == 0)
+			o.maxb = strtoull(v, NULL, 0);
+		else if (strcmp(a, "-f") == 0)
+			o.factor = atoi(v);
+		else if (strcmp(a, "-r") == 0)
+			o.reps = atoi(v);
+		else if (strcmp(a, "-t") == 0)
+			o.target_ms = atof(v);
+		else if (strcmp(a, "-w") == 0)
+			o.warm = atoi(v);
+		else if (strcmp(a, "-l") == 0)
+			o.label = v;
+		else if (strcmp(a, "-s") == 0)
+			o.slot = strtoull(v, NULL, 0);
+		else if (strcmp(a, "-c") == 0) {
+			char *list = strdup(v), *tok, *save = NULL;
+
+			for (op = 0; op < OP_N; op++)
+				o.on[op] = false;
+			for (tok = strtok_r(list, ",", &save); tok != NULL;
+			     tok = strtok_r(NULL, ",", &save))
+				for (op = 0; op < OP_N; op++)
+					if (strcmp(tok, op_names[op]) == 0)
+						o.on[op] = true;
+			free(list);
+		} else
+			usage();
+	}
+	if (o.n < 1 || o.n > 64 || o.reps < 1 || o.factor < 2 || o.minb < 4 ||
+	    o.maxb < o.minb || (strcmp(o.mode, "shm") != 0 && strcmp(o.mode, "tcp") != 0 &&
+				strcmp(o.mode, "ring") != 0))
+		usage();
+	if (o.label == NULL) {
+		snprintf(label, sizeof(label), "dpg-%s", o.mode);
+		o.label = label;
+	}
+	if (getrandom(o.secret, sizeof(o.secret), 0) != (ssize_t)sizeof(o.secret))
+		return 1;
+	if (dpg_store_server_start("127.0.0.1", 0, o.secret, sizeof(o.secret), &srv, &err) != 0) {
+		fprintf(stderr, "coll_bench: store: %s\n", err.msg);
+		return 1;
+	}
+	o.port = dpg_store_server_port(srv);
+	fflush(stdout);
+	for (i = 0; i < o.n; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pids[i] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			_exit(rank_main(i, &o));
+		}
+	}
+	for (i = 0; i < o.n; i++) {
+		int st;
+
+		if (waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			if (!bad) {
+				int k;
+
+				for (k = 0; k < o.n; k++)	/* one failed: stop the rest */
+					if (k != i)
+						kill(pids[k], SIGKILL);
+			}
+			bad = 1;
+		}
+	}
+	dpg_store_server_stop(srv);
+	return bad;
+}
