@@ -38,6 +38,11 @@
 #include "reduce.h"
 #include "store.h"
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#define SHM_HAVE_NT 1
+#endif
+
 #define SHM_MAGIC 0x3130736d68736770ull	/* "pgshsm01" */
 #define SHM_VERSION 1
 #define SHM_CL 64
@@ -49,6 +54,10 @@
 #define SHM_MAX_SEGMENT (64u << 20)
 /* Direct allreduce: up to this many bytes, every rank reduces everything. */
 #define SHM_SMALL_BYTES (16u << 10)
+/* Copies into the user's buffer bypass the cache (non-temporal stores)
+ * when the collective writes at least this much: the buffer would not stay
+ * in cache anyway, and the stores then need no read-for-ownership. */
+#define SHM_NT_BYTES (8u << 20)
 
 /* Waits: spin this long (when not oversubscribed), yield this many times,
  * then sleep in futex slices of at most SLICE_MS. */
@@ -620,7 +629,8 @@ int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg
 		s->pids[q] = cfg->pids[q];
 		s->pidfds[q] = -1;
 	}
-	s->K = cfg->nsets > 0 ? cfg->nsets : SHM_DEFAULT_SETS;
+	/* the stages run one ahead of each other: at least 3 sets */
+	s->K = cfg->nsets >= 3 ? cfg->nsets : SHM_DEFAULT_SETS;
 	s->S = cfg->slot_bytes > 0 ? cfg->slot_bytes
 		: s->oversub ? SHM_DEFAULT_SLOT_OVERSUB : SHM_DEFAULT_SLOT;
 	s->S = round_up(s->S, 4096);
@@ -793,6 +803,50 @@ void dpg_shm_close(struct dpg_shm *s)
 
 /* ------------------------------------------------------------ direct mode */
 
+/* memcpy, with streaming stores when nt (the caller issues copy_fence()
+ * before the collective returns). */
+static void copy_out(void *dst, const void *src, size_t n, bool nt)
+{
+#ifdef SHM_HAVE_NT
+	char *d = dst;
+	const char *sp = src;
+
+	if (!nt || n < 256) {
+		memcpy(dst, src, n);
+		return;
+	}
+	while (((uintptr_t)d & 15) != 0) {
+		*d++ = *sp++;
+		n--;
+	}
+	for (; n >= 64; n -= 64, d += 64, sp += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)sp);
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(sp + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(sp + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(const void *)(sp + 48));
+
+		_mm_stream_si128((__m128i *)(void *)d, a);
+		_mm_stream_si128((__m128i *)(void *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(d + 48), e);
+	}
+	memcpy(d, sp, n);
+#else
+	(void)nt;
+	memcpy(dst, src, n);
+#endif
+}
+
+static void copy_fence(bool nt)
+{
+#ifdef SHM_HAVE_NT
+	if (nt)
+		_mm_sfence();
+#else
+	(void)nt;
+#endif
+}
+
 static char *slot(struct dpg_shm *s, uint64_t g, int q)
 {
 	return s->data + ((size_t)(g % (uint64_t)s->K) * (size_t)s->n + (size_t)q) * s->S;
@@ -849,60 +903,119 @@ static int allreduce_small(struct dpg_shm *s, const char *send, char *recv, size
 	return 0;
 }
 
+/* Geometry of direct-allreduce stage k: elements [c0, c0 + m) of the
+ * buffer, split in slices of sl elements; mine is [lo, hi). */
+struct ar_stage {
+	size_t c0, m, sl, lo, hi;
+};
+
+static void ar_geom(const struct dpg_shm *s, size_t k, size_t E, size_t count, size_t es,
+		    struct ar_stage *st)
+{
+	st->c0 = k * E;
+	st->m = count - st->c0 < E ? count - st->c0 : E;
+	st->sl = slice_len(st->m, s->n, es);
+	st->lo = (size_t)s->me * st->sl < st->m ? (size_t)s->me * st->sl : st->m;
+	st->hi = st->lo + st->sl < st->m ? st->lo + st->sl : st->m;
+}
+
+/* Copy stage g's chunk, all but my own slice, into my slot; publish in. */
+static int ar_copy_in(struct dpg_shm *s, uint64_t g, const struct ar_stage *st,
+		      const char *send, size_t es, const struct dpg_shm_wait *w,
+		      struct dpg_err *err)
+{
+	char *mine = slot(s, g, s->me);
+	int rc = wait_set_free(s, g, w, err);
+
+	if (rc != 0)
+		return rc;
+	memcpy(mine, send + st->c0 * es, st->lo * es);
+	memcpy(mine + st->hi * es, send + (st->c0 + st->hi) * es, (st->m - st->hi) * es);
+	publish(s, &s->ctl[s->me].in, g + 1);
+	return 0;
+}
+
 int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t count,
 		      dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
 		      struct dpg_err *err)
 {
 	const char *send = sendv;
 	char *recv = recvv;
-	size_t es = dpg_red_dtype_size(dt), E, c0;
+	size_t es = dpg_red_dtype_size(dt), E, k, N;
 	int n = s->n, me = s->me, q, rc;
+	bool nt = count * es >= SHM_NT_BYTES;
+	struct ar_stage st, nx = { 0, 0, 0, 0, 0 };
+	uint64_t g0;
 
 	if (count == 0)
 		return 0;
 	if (count * es <= SHM_SMALL_BYTES && count * es <= s->S)
 		return allreduce_small(s, send, recv, count, dt, op, w, err);
 	E = s->S / es;
-	for (c0 = 0; c0 < count; c0 += E) {
-		size_t m = count - c0 < E ? count - c0 : E;
-		size_t sl = slice_len(m, n, es);
-		size_t lo = (size_t)me * sl < m ? (size_t)me * sl : m;
-		size_t hi = lo + sl < m ? lo + sl : m;
-		uint64_t g = s->g++;
+	N = (count + E - 1) / E;
+	g0 = s->g;
+	s->g += N;
+	ar_geom(s, 0, E, count, es, &st);
+	rc = ar_copy_in(s, g0, &st, send, es, w, err);
+	if (rc != 0)
+		return rc;
+	for (k = 0; k < N; k++) {
+		uint64_t g = g0 + k;
 		char *mine = slot(s, g, me);
 
-		rc = wait_set_free(s, g, w, err);
-		if (rc != 0)
-			return rc;
-		/* copy in all but my own slice */
-		memcpy(mine, send + c0 * es, lo * es);
-		memcpy(mine + hi * es, send + (c0 + hi) * es, (m - hi) * es);
-		publish(s, &s->ctl[me].in, g + 1);
 		rc = wait_all(s, W_IN, g + 1, w, err);
 		if (rc != 0)
 			return rc;
 		/* my slice, reduced out of everyone's slot, into my slot */
-		if (hi > lo) {
+		if (st.hi > st.lo) {
 			for (q = 0; q < n; q++)
-				s->srcs[q] = q == me ? (const void *)(send + (c0 + lo) * es)
-					: slot(s, g, q) + lo * es;
-			dpg_reduce_n(mine + lo * es, s->srcs, n, hi - lo, dt, op, n);
+				s->srcs[q] = q == me ? (const void *)(send + (st.c0 + st.lo) * es)
+					: slot(s, g, q) + st.lo * es;
+			dpg_reduce_n(mine + st.lo * es, s->srcs, n, st.hi - st.lo, dt, op, n);
 		}
 		publish(s, &s->ctl[me].red, g + 1);
+		/* while the others reduce: the next stage's copy-in */
+		if (k + 1 < N) {
+			ar_geom(s, k + 1, E, count, es, &nx);
+			rc = ar_copy_in(s, g + 1, &nx, send, es, w, err);
+			if (rc != 0)
+				return rc;
+		}
 		rc = wait_all(s, W_RED, g + 1, w, err);
 		if (rc != 0)
 			return rc;
 		/* every slice from its owner's slot */
 		for (q = 0; q < n; q++) {
-			size_t qlo = (size_t)q * sl < m ? (size_t)q * sl : m;
-			size_t qhi = qlo + sl < m ? qlo + sl : m;
+			size_t qlo = (size_t)q * st.sl < st.m ? (size_t)q * st.sl : st.m;
+			size_t qhi = qlo + st.sl < st.m ? qlo + st.sl : st.m;
 
 			if (qhi > qlo)
-				memcpy(recv + (c0 + qlo) * es, slot(s, g, q) + qlo * es,
-				       (qhi - qlo) * es);
+				copy_out(recv + (st.c0 + qlo) * es, slot(s, g, q) + qlo * es,
+					 (qhi - qlo) * es, nt);
 		}
 		publish(s, &s->ctl[me].out, g + 1);
+		st = nx;
 	}
+	copy_fence(nt);
+	return 0;
+}
+
+/* reduce_scatter stage g covers elements [o, o + m) of every block; my
+ * slot holds the other ranks' blocks' pieces at q * E. */
+static int rs_copy_in(struct dpg_shm *s, uint64_t g, size_t o, size_t m, size_t E,
+		      const char *send, size_t rc_count, size_t es,
+		      const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	char *mine = slot(s, g, s->me);
+	int q, rc = wait_set_free(s, g, w, err);
+
+	if (rc != 0)
+		return rc;
+	for (q = 0; q < s->n; q++)
+		if (q != s->me)
+			memcpy(mine + (size_t)q * E * es, send + ((size_t)q * rc_count + o) * es,
+			       m * es);
+	publish(s, &s->ctl[s->me].in, g + 1);
 	return 0;
 }
 
@@ -912,8 +1025,9 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 {
 	const char *send = sendv;
 	char *recv = recvv;
-	size_t es = dpg_red_dtype_size(dt), E, o, line = SHM_CL / es;
+	size_t es = dpg_red_dtype_size(dt), E, k, N, line = SHM_CL / es;
 	int n = s->n, me = s->me, q, rc;
+	uint64_t g0;
 
 	if (rc_count == 0)
 		return 0;
@@ -921,19 +1035,23 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 	E = E / line * line;
 	if (E == 0)
 		E = line;
-	for (o = 0; o < rc_count; o += E) {
-		size_t m = rc_count - o < E ? rc_count - o : E;
-		uint64_t g = s->g++;
-		char *mine = slot(s, g, me);
+	N = (rc_count + E - 1) / E;
+	g0 = s->g;
+	s->g += N;
+	rc = rs_copy_in(s, g0, 0, rc_count < E ? rc_count : E, E, send, rc_count, es, w, err);
+	if (rc != 0)
+		return rc;
+	for (k = 0; k < N; k++) {
+		uint64_t g = g0 + k;
+		size_t o = k * E, m = rc_count - o < E ? rc_count - o : E;
 
-		rc = wait_set_free(s, g, w, err);
-		if (rc != 0)
-			return rc;
-		for (q = 0; q < n; q++)
-			if (q != me)
-				memcpy(mine + (size_t)q * E * es,
-				       send + ((size_t)q * rc_count + o) * es, m * es);
-		publish(s, &s->ctl[me].in, g + 1);
+		if (k + 1 < N) {	/* run one stage ahead */
+			size_t o2 = o + E, m2 = rc_count - o2 < E ? rc_count - o2 : E;
+
+			rc = rs_copy_in(s, g + 1, o2, m2, E, send, rc_count, es, w, err);
+			if (rc != 0)
+				return rc;
+		}
 		rc = wait_all(s, W_IN, g + 1, w, err);
 		if (rc != 0)
 			return rc;
@@ -941,7 +1059,7 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 			s->srcs[q] = q == me ? (const void *)(send + ((size_t)me * rc_count + o) * es)
 				: slot(s, g, q) + (size_t)me * E * es;
 		dpg_reduce_n(recv + o * es, s->srcs, n, m, dt, op, n);
-		publish_done(s, g);
+		publish(s, &s->ctl[me].out, g + 1);
 	}
 	return 0;
 }
@@ -952,25 +1070,40 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 {
 	const char *send = sendv;
 	char *recv = recvv;
-	size_t es = dpg_red_dtype_size(dt), E = s->S / es, o;
+	size_t es = dpg_red_dtype_size(dt), E = s->S / es, k, N;
 	int n = s->n, me = s->me, q, rc;
+	bool nt = sc * es * (size_t)n >= SHM_NT_BYTES;
+	uint64_t g0;
 
-	for (o = 0; o < sc; o += E) {
-		size_t m = sc - o < E ? sc - o : E;
-		uint64_t g = s->g++;
+	if (sc == 0)
+		return 0;
+	N = (sc + E - 1) / E;
+	g0 = s->g;
+	s->g += N;
+	for (k = 0; k <= N; k++) {
+		/* copy-in of stage k runs one ahead of the copy-out of k - 1 */
+		if (k < N) {
+			size_t o = k * E, m = sc - o < E ? sc - o : E;
 
-		rc = wait_set_free(s, g, w, err);
-		if (rc != 0)
-			return rc;
-		memcpy(slot(s, g, me), send + o * es, m * es);
-		publish(s, &s->ctl[me].in, g + 1);
-		rc = wait_all(s, W_IN, g + 1, w, err);
-		if (rc != 0)
-			return rc;
-		for (q = 0; q < n; q++)
-			memcpy(recv + ((size_t)q * sc + o) * es, slot(s, g, q), m * es);
-		publish_done(s, g);
+			rc = wait_set_free(s, g0 + k, w, err);
+			if (rc != 0)
+				return rc;
+			memcpy(slot(s, g0 + k, me), send + o * es, m * es);
+			publish(s, &s->ctl[me].in, g0 + k + 1);
+		}
+		if (k > 0) {
+			uint64_t g = g0 + k - 1;
+			size_t o = (k - 1) * E, m = sc - o < E ? sc - o : E;
+
+			rc = wait_all(s, W_IN, g + 1, w, err);
+			if (rc != 0)
+				return rc;
+			for (q = 0; q < n; q++)
+				copy_out(recv + ((size_t)q * sc + o) * es, slot(s, g, q), m * es, nt);
+			publish(s, &s->ctl[me].out, g + 1);
+		}
 	}
+	copy_fence(nt);
 	return 0;
 }
 
@@ -979,6 +1112,7 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 {
 	char *buf = bufv;
 	size_t es = dpg_red_dtype_size(dt), E = s->S / es, o;
+	bool nt = count * es >= SHM_NT_BYTES;
 	int rc;
 
 	for (o = 0; o < count; o += E) {
@@ -996,10 +1130,11 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 			rc = shm_wait(s, &c, w, 0, err);
 			if (rc != 0)
 				return rc;
-			memcpy(buf + o * es, slot(s, g, root), m * es);
+			copy_out(buf + o * es, slot(s, g, root), m * es, nt);
 		}
 		publish_done(s, g);
 	}
+	copy_fence(nt);
 	return 0;
 }
 

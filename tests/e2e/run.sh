@@ -4,7 +4,9 @@
 #   PLUGIN_SO=/abs/.libs/dpg.so DPG_PLAN=/abs/dpg-plan tests/e2e/run.sh
 #   NETNS=1 ... tests/e2e/run.sh        # every node its own network namespace
 #
-# (make check-e2e / check-e2e-netns pass PLUGIN_SO and DPG_PLAN.)  Starts a
+# (make check-e2e / check-e2e-netns pass PLUGIN_SO, DPG_PLAN, and DPG_DEMO /
+# DPG_VICTIM: examples/allreduce_demo and tests/e2e/coll_victim for the
+# libdpg runtime cases; by default they are looked for next to PLUGIN_SO.)  Starts a
 # 3-node cluster with "optional $PLUGIN_SO" in plugstack.conf, runs every case
 # through real srun/sbatch/salloc, prints "ok NAME (x.xs)" or "FAIL NAME" with
 # the case's output, always stops the cluster, ends with "N passed, M failed"
@@ -23,7 +25,9 @@
 # status, message, and job ids before/after prove no job was created);
 # 2) the two sbatch cases are submitted, then one allocation (salloc -N3 -n12
 # --no-shell) holds all step cases (srun --jobid --overlap: no queueing);
-# salloc/interactive/torch cases; the batch jobs are collected (polled);
+# salloc/interactive cases; the libdpg runtime cases (demo, a rank killed
+# mid-allreduce, store authentication, SLURM_* fallback); torch; the batch
+# jobs are collected (polled);
 # 3) plugstack.conf is rewritten per case (bad and good arguments) and put
 # back; 4) MpiParams=ports is switched on (scontrol reconfigure) for the
 # reserved-port cases.  Task output comes from taskenv.sh, and
