@@ -5,7 +5,8 @@
  *  - Every call returns a dpg_status_t; DPG_OK is 0.  After a failure,
  *    dpg_last_error(ctx) holds one line naming the rank, host, operation and
  *    (where there is one) the peer, e.g.
- *    "rank 3 (n2) allreduce #17: peer rank 0 (n1) closed the connection".
+ *    "rank 3 (n2) allreduce #17 on w: peer rank 0 (10.0.0.1) exited" (the
+ *    peer is named by the address its rank was reached at).
  *  - The library never calls exit() or abort() and never blocks forever:
  *    every blocking call ends by the context's deadline (DPG_TIMEOUT seconds,
  *    default 300) with DPG_ERR_TIMEOUT.

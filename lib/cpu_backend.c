@@ -64,7 +64,9 @@
 #define CPU_STAGE_BYTES (256u << 10)
 #define CPU_GRACE_MS 500
 #define CPU_POLL_SLICE_MS 100
-#define CPU_TCP_SPIN_NS 20000
+#define CPU_TCP_SPIN_NS 20000		/* busy retries before a blocking poll */
+#define CPU_TCP_YIELD_NS 200000		/* the same with sched_yield, when the
+					 * machine's ranks outnumber its CPUs */
 
 enum { LINK_NONE = 0, LINK_TCP, LINK_SHM };
 enum { CH_DATA = 0, CH_NOTICE = 1 };
@@ -678,8 +680,9 @@ static int eng_wait(struct cpu *p, const struct job *j, struct eng *e, int64_t d
 		rc = dpg_shm_pipe_wait(p->shm, shm_in, shm_out, &w, tcp_any ? 2000 : 0, err);
 		return rc != 0 ? fail_shm(p, rc, err) : 0;
 	}
-	if (p->tcp_spin && !shm_in && !shm_out && *backoff_us == 0) {
-		/* brief spin: a blocking wakeup costs tens of microseconds */
+	if (!shm_in && !shm_out && *backoff_us == 0) {
+		/* retry a little before blocking: a blocking wakeup costs tens of
+		 * microseconds (yielding between retries when oversubscribed) */
 		*backoff_us = 1;
 		return 0;
 	}
@@ -765,11 +768,14 @@ static int run_job(struct cpu *p, const struct job *j, struct dpg_err *err)
 			continue;
 		}
 		if (backoff == 1) {
-			/* spinning on sockets */
+			/* retrying the sockets before a blocking poll */
 			if (spin_t0 == 0)
 				spin_t0 = now_ns();
-			if (now_ns() - spin_t0 < CPU_TCP_SPIN_NS)
+			if (now_ns() - spin_t0 < (p->tcp_spin ? CPU_TCP_SPIN_NS : CPU_TCP_YIELD_NS)) {
+				if (!p->tcp_spin)
+					sched_yield();
 				continue;
+			}
 			spin_t0 = 0;
 			backoff = 2;
 		}

@@ -26,9 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#ifndef __CUDACC__
 #include <string.h>
-#endif
 
 #include "dpg.h"
 
@@ -277,10 +275,6 @@ DPG_RED_FN void dpg_red_elem(void *dst, const void *a, const void *b, size_t i,
 	}
 }
 
-#ifdef __cplusplus
-}
-#endif
-
 #ifndef __CUDACC__
 /* Bulk CPU combine (reduce.c), vectorized, multiversioned on x86-64:
  * dst[i] = src[0][i] op src[1][i] op ... op src[nsrc-1][i] for i < count,
@@ -298,6 +292,10 @@ void dpg_reduce2(void *dst, const void *a, const void *b, size_t count,
 /* Which code path dpg_reduce_n takes on this CPU ("avx512", "avx2",
  * "generic"), for benchmarks and logs. */
 const char *dpg_reduce_isa(void);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

@@ -63,6 +63,7 @@
  * then sleep in futex slices of at most SLICE_MS. */
 #define SHM_SPIN_NS 30000
 #define SHM_YIELDS 4
+#define SHM_YIELD_NS 200000
 #define SHM_SLICE_MS 50
 #define SHM_HEALTH_MS 20
 
@@ -493,7 +494,14 @@ static int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_s
 			}
 		}
 	}
-	for (i = 0; i < SHM_YIELDS; i++) {
+	for (i = 0;; i++) {
+		/* oversubscribed: yield to the ranks that share our CPU for a
+		 * while (a futex wakeup costs tens of microseconds here) */
+		if (s->oversub ? now_ns() - t0 >= SHM_YIELD_NS : i >= SHM_YIELDS)
+			break;
+		if (s->oversub && (i & 15) == 15 &&
+		    atomic_load_explicit(&s->hdr->fail, memory_order_relaxed) != 0)
+			break;
 		sched_yield();
 		if (cond_ok(s, c, &lag))
 			return 0;

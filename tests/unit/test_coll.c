@@ -818,16 +818,20 @@ static void test_timeout(void **state)
 	run_fail(4, L_HALF, 1, 1);
 }
 
-/* Abort: a thread raises the flag while the rank waits for a peer that
- * never calls; the blocked call ends with DPG_ERR_ABORTED at once, and the
- * other ranks learn that this rank aborted. */
+/* Abort: while rank 0 waits for a peer that never calls, another thread
+ * either raises the abort flag (mode 0) or calls ops->abort (mode 1); the
+ * blocked call ends with DPG_ERR_ABORTED at once, later calls fail the same
+ * way, and the other callers learn that rank 0 aborted. */
 static volatile int g_abort_flag;
+static struct dpg_comm *g_abort_comm;
 
 static void *raise_abort(void *arg)
 {
-	(void)arg;
 	usleep(300000);
-	g_abort_flag = 1;
+	if (arg != NULL)
+		g_abort_comm->ops->abort(g_abort_comm);
+	else
+		g_abort_flag = 1;
 	return NULL;
 }
 
@@ -852,11 +856,15 @@ static int abort_child(int rank, void *argp)
 	if (rank == 0) {
 		pthread_t t;
 
-		pthread_create(&t, NULL, raise_abort, NULL);
+		g_abort_comm = &re.c;
+		pthread_create(&t, NULL, raise_abort, a->mode == 1 ? &re : NULL);
 		rc = re.c.ops->allreduce(&re.c, x, x, 64, DPG_F32, DPG_SUM, NULL, &err);
 		pthread_join(t, NULL);
 		CHK(rc == -DPG_ERR_ABORTED, "expected aborted, got %d: %s", rc, err.msg);
-		CHK(mono_s() - t0 < 1.5, "abort took %.2f s", mono_s() - t0);
+		CHK(mono_s() - t0 < 0.3 + (a->mode == 1 ? 0.5 : 0.7), "abort took %.3f s",
+		    mono_s() - t0);
+		rc = re.c.ops->barrier(&re.c, &err);
+		CHK(rc == -DPG_ERR_ABORTED, "after abort: %d %s", rc, err.msg);
 	} else {
 		rc = re.c.ops->allreduce(&re.c, x, x, 64, DPG_F32, DPG_SUM, NULL, &err);
 		CHK(rc == -DPG_ERR_PEER, "expected a peer failure, got %d: %s", rc, err.msg);
@@ -870,15 +878,17 @@ static int abort_child(int rank, void *argp)
 
 static void test_abort(void **state)
 {
-	int layouts[] = { L_SHM, L_TCP, L_HALF }, i;
+	int layouts[] = { L_SHM, L_TCP, L_HALF }, i, mode;
 
 	(void)state;
-	for (i = 0; i < 3; i++) {
-		struct fail_arg a = { .n = 3, .layout = layouts[i], .victim = 2 };
+	for (mode = 0; mode < 2; mode++)
+		for (i = 0; i < 3; i++) {
+			struct fail_arg a = { .n = 3, .layout = layouts[i], .victim = 2,
+					      .mode = mode };
 
-		snprintf(a.name, sizeof(a.name), "abort%d.%d", g_name_seq++, i);
-		assert_int_equal(run_ranks(3, abort_child, &a, 60), 0);
-	}
+			snprintf(a.name, sizeof(a.name), "abort%d.%d", g_name_seq++, i);
+			assert_int_equal(run_ranks(3, abort_child, &a, 60), 0);
+		}
 }
 
 /* ------------------------------------------------------------ in-process */
