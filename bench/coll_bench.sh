@@ -38,12 +38,22 @@ MPIRUN=${MPIRUN:-mpirun.openmpi}
 mkdir -p "$out"
 echo "# output in $out"
 
+if ! command -v "$MPICC" >/dev/null 2>&1 || ! command -v "$MPIRUN" >/dev/null 2>&1; then
+	echo "coll_bench.sh: Open MPI not found ($MPICC, $MPIRUN): apt-get -o DPkg::Lock::Timeout=600" \
+		"install -y --no-install-recommends openmpi-bin libopenmpi-dev" >&2
+	exit 1
+fi
+
 # ---- build (by hand, so that no configured tree is needed)
-CFLAGS="-std=gnu11 -D_GNU_SOURCE -O3 -g -Wall -Wextra -I$top/include -I$top/lib"
-$CC $CFLAGS -o "$out/coll_bench" "$top/bench/coll_bench.c" \
+CFLAGS="-std=gnu11 -D_GNU_SOURCE -O3 -g -I$top/include -I$top/lib"
+if ! $CC $CFLAGS -o "$out/coll_bench" "$top/bench/coll_bench.c" \
 	"$top/lib/cpu_backend.c" "$top/lib/shm.c" "$top/lib/reduce.c" "$top/lib/store.c" \
-	"$top/lib/sha256.c" "$top/lib/net.c" "$top/lib/err.c" -lm -lpthread -lrt
-$MPICC -O2 -o "$out/coll_mpi" "$top/bench/coll_mpi.c" -lm
+	"$top/lib/sha256.c" "$top/lib/net.c" "$top/lib/err.c" -lm -lpthread -lrt \
+	> "$out/build.log" 2>&1 ||
+   ! $MPICC -O2 -o "$out/coll_mpi" "$top/bench/coll_mpi.c" -lm >> "$out/build.log" 2>&1; then
+	cat "$out/build.log" >&2
+	exit 1
+fi
 
 ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -c $OPS"
 OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"

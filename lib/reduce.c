@@ -160,7 +160,8 @@ DPG_CLONES static void NAME_OUT(uint16_t *o, const float *in, size_t m)	\
 DPG_TILE_CONV(f16_tile_in, f16_tile_out, dpg_f16_to_f32, dpg_f32_to_f16)
 DPG_TILE_CONV(bf16_tile_in, bf16_tile_out, dpg_bf16_to_f32, dpg_f32_to_bf16)
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(DPG_NO_MULTIVERSION)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	!defined(DPG_NO_MULTIVERSION)
 #include <immintrin.h>
 #define DPG_HAVE_F16C_PATH 1
 #define DPG_F16C __attribute__((target("avx2,f16c")))

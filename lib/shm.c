@@ -10,10 +10,16 @@
  *      read from my send buffer) into my slot; publish red;
  *   5. wait for every rank's red;
  *   6. copy every slice out of its owner's slot into recv; publish out.
- * Small buffers take one step fewer: every rank reduces the whole buffer
- * from all slots itself (same order everywhere: identical results).
- * reduce_scatter is steps 1-4 with the result written to recv; all_gather
- * is 1-3 and 6; broadcast is the root's copy-in and everyone's copy-out.
+ * Each rank runs one stage ahead: stage g+1's copy-in (1-2) is done between
+ * 4 and 5 of stage g, while the others still reduce.  Small buffers (<= 16
+ * KiB) take one step fewer: every rank reduces the whole buffer from all
+ * slots itself (same order everywhere, so identical results).
+ * reduce_scatter is steps 1-4 with the result written straight to recv;
+ * all_gather is 1-3 and 6; broadcast is the root's copy-in and everyone's
+ * copy-out.  Copies into the user's buffer use non-temporal stores from 8
+ * MiB up (no read-for-ownership; the buffer would not stay cached anyway).
+ * The stage counters are monotonic over the communicator's life, so every
+ * rank derives the same stage numbers without extra synchronization.
  */
 #include "shm.h"
 

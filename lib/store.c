@@ -347,6 +347,8 @@ struct conn {
 	int fd;
 	uint8_t state;
 	bool dead;			/* close at the next flush */
+	bool closed;			/* closed; freed at the end of the loop turn */
+	struct conn *gnext;		/* server->graveyard */
 	bool in_flush;
 	uint32_t events;		/* epoll mask registered */
 	struct dl all;			/* server->conns */
@@ -381,6 +383,7 @@ struct dpg_store_server {
 	size_t value_bytes;
 	struct dl conns, unauth;
 	struct conn *flush;
+	struct conn *graveyard;		/* closed, to free after the batch */
 	/* log rate limiting */
 	int64_t log_sec;
 	unsigned log_lines;
@@ -524,7 +527,7 @@ static void entry_gc(struct dpg_store_server *s, struct entry *e)
 
 static void flush_schedule(struct dpg_store_server *s, struct conn *c)
 {
-	if (!c->in_flush) {
+	if (!c->in_flush && !c->closed) {
 		c->in_flush = true;
 		c->fnext = s->flush;
 		s->flush = c;
@@ -587,7 +590,7 @@ static void queue_msg(struct dpg_store_server *s, struct conn *c, uint8_t op,
 	bool byref = vlen >= REF_MIN;
 	uint8_t *p;
 
-	if (c->dead)
+	if (c->dead || c->closed)
 		return;
 	p = out_inline(c, HDR_LEN + plen + (byref ? 0 : vlen));
 	if (p == NULL)
@@ -694,7 +697,22 @@ static void conn_close(struct dpg_store_server *s, struct conn *c)
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->rbuf);
-	free(c);
+	c->rbuf = NULL;
+	/* Other events of this epoll_wait batch may still point at c (a
+	 * reply to one client can close another): free it after the batch. */
+	c->closed = true;
+	c->gnext = s->graveyard;
+	s->graveyard = c;
+}
+
+static void bury(struct dpg_store_server *s)
+{
+	while (s->graveyard != NULL) {
+		struct conn *c = s->graveyard;
+
+		s->graveyard = c->gnext;
+		free(c);
+	}
 }
 
 /* Send what can be sent now; false if the connection was closed. */
@@ -1360,6 +1378,8 @@ static void *server_main(void *arg)
 				stop = true;
 			} else if (p == &tag_listen) {
 				do_accept(s);
+			} else if (c->closed) {
+				continue;
 			} else if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
 				if (c->events & EPOLLIN) {
 					if (conn_read(s, c) && (evs[i].events & EPOLLOUT))
@@ -1380,6 +1400,7 @@ static void *server_main(void *arg)
 			conn_flush(s, c);
 		}
 		expire_unauth(s, dpg_now_ms());
+		bury(s);
 		if (stop)
 			break;
 	}
@@ -1394,6 +1415,7 @@ static void server_free(struct dpg_store_server *s)
 
 	while (!dl_empty(&s->conns))
 		conn_close(s, container_of(s->conns.next, struct conn, all));
+	bury(s);
 	for (i = 0; i < s->t.nb; i++) {
 		struct entry *e = s->t.b[i], *next;
 
