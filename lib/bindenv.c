@@ -2,7 +2,6 @@
  * variables, translating GPU indices into the space the task's runtime sees. */
 #include "bindenv.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,27 +16,6 @@ int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err)
 	else
 		return dpg_errf(err, "invalid binding '%s': expected closest or none",
 				dpg_err_quote(s, q, sizeof(q)));
-	return 0;
-}
-
-static int add(struct dpg_env *out, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int add(struct dpg_env *out, const char *name, const char *fmt, ...)
-{
-	struct dpg_env_var *v;
-	va_list ap;
-	int n;
-
-	if (out->n >= DPG_ENV_MAX || strlen(name) >= sizeof(v->name))
-		return -1;
-	v = &out->v[out->n];
-	snprintf(v->name, sizeof(v->name), "%s", name);
-	va_start(ap, fmt);
-	n = vsnprintf(v->value, sizeof(v->value), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(v->value))
-		return -1;
-	out->n++;
 	return 0;
 }
 
@@ -83,7 +61,7 @@ static int add_owned(struct dpg_env *out, size_t from)
 				return -1;
 			o += (size_t)w;
 		}
-	return add(out, "DPG_OWNED", "%s", list);
+	return dpg_env_add(out, "DPG_OWNED", "%s", list);
 }
 
 /* Index of GPU phys among GPUs of its vendor: what CUDA or ROCm numbers it. */
@@ -149,11 +127,11 @@ static int gpu_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 	if (rc < 0 || (rc == 0 && dpg_gpu_visible(&ns, mode, own, t->ngpus, order,
 						  norder, vis, sizeof(vis), err) != 0))
 		return dpg_err_prefix(err, var);
-	if ((rc == 0 && add(out, var, "%s", vis) != 0) ||
-	    (v == DPG_GPU_NVIDIA && add(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID") != 0) ||
-	    add(out, "DPG_GPU_VISIBILITY", "%s",
+	if ((rc == 0 && dpg_env_add(out, var, "%s", vis) != 0) ||
+	    (v == DPG_GPU_NVIDIA && dpg_env_add(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID") != 0) ||
+	    dpg_env_add(out, "DPG_GPU_VISIBILITY", "%s",
 		mode == DPG_VIS_ORDERED ? "ordered" : "isolate") != 0 ||
-	    add(out, "DPG_GPUS", "%s", t->gpus) != 0)
+	    dpg_env_add(out, "DPG_GPUS", "%s", t->gpus) != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	return 0;
 }
@@ -197,23 +175,23 @@ static int nic_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 	char hca[DPG_ENV_VALUE_MAX];
 	const struct dpg_nic *nic = t->nnics > 0 ? &p->nics[t->nic[0]] : NULL;
 
-	if (add(out, "DPG_NICS", "%s", t->nics) != 0)
+	if (dpg_env_add(out, "DPG_NICS", "%s", t->nics) != 0)
 		return -1;
 	if (nic != NULL && verbs_nic(nic) &&
 	    !user_set(get, ctx, "UCX_NET_DEVICES") &&
-	    add(out, "UCX_NET_DEVICES", "%s:1", nic->name) != 0)
+	    dpg_env_add(out, "UCX_NET_DEVICES", "%s:1", nic->name) != 0)
 		return -1;
 	if (nccl_hca(p, hca, sizeof(hca)) != 0)
 		return -1;
 	if (hca[0] != '\0' && !user_set(get, ctx, "NCCL_IB_HCA") &&
-	    add(out, "NCCL_IB_HCA", "%s", hca) != 0)
+	    dpg_env_add(out, "NCCL_IB_HCA", "%s", hca) != 0)
 		return -1;
 	if (req->socket_ifname != NULL && *req->socket_ifname != '\0') {
 		if (!user_set(get, ctx, "NCCL_SOCKET_IFNAME") &&
-		    add(out, "NCCL_SOCKET_IFNAME", "=%s", req->socket_ifname) != 0)
+		    dpg_env_add(out, "NCCL_SOCKET_IFNAME", "=%s", req->socket_ifname) != 0)
 			return -1;
 		if (!user_set(get, ctx, "GLOO_SOCKET_IFNAME") &&
-		    add(out, "GLOO_SOCKET_IFNAME", "%s", req->socket_ifname) != 0)
+		    dpg_env_add(out, "GLOO_SOCKET_IFNAME", "%s", req->socket_ifname) != 0)
 			return -1;
 	}
 	return 0;
@@ -236,11 +214,11 @@ int dpg_bind_env(const struct dpg_plan *plan, uint32_t local_rank,
 	if (nic_vars(plan, t, req, get, ctx, out) != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	ncpus = dpg_cpuset_count(&t->cpuset);
-	if (add(out, "DPG_CPUS", "%s", t->cpus) != 0 ||
-	    add(out, "DPG_NUMA", "%d", t->numa) != 0 ||
+	if (dpg_env_add(out, "DPG_CPUS", "%s", t->cpus) != 0 ||
+	    dpg_env_add(out, "DPG_NUMA", "%d", t->numa) != 0 ||
 	    (plan->policy.bind == DPG_BIND_CLOSEST && ncpus > 0 &&
 	     !user_set(get, ctx, "OMP_NUM_THREADS") &&
-	     add(out, "OMP_NUM_THREADS", "%u", ncpus) != 0) ||
+	     dpg_env_add(out, "OMP_NUM_THREADS", "%u", ncpus) != 0) ||
 	    add_owned(out, first) != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	return 0;

@@ -248,9 +248,7 @@ int dpg_task_from_env(dpg_getenv_fn get, void *ctx, const struct dpg_step *step,
 	return 0;
 }
 
-static int put(struct dpg_env *out, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int put(struct dpg_env *out, const char *name, const char *fmt, ...)
+int dpg_env_add(struct dpg_env *out, const char *name, const char *fmt, ...)
 {
 	struct dpg_env_var *v;
 	va_list ap;
@@ -315,31 +313,31 @@ int dpg_contract_build(const struct dpg_step *s, const struct dpg_task *t,
 
 	memset(out, 0, sizeof(*out));
 	/* torchrun's names */
-	rc |= put(out, "RANK", "%u", t->rank);
-	rc |= put(out, "LOCAL_RANK", "%u", t->local_rank);
-	rc |= put(out, "WORLD_SIZE", "%u", s->world_size);
-	rc |= put(out, "LOCAL_WORLD_SIZE", "%u", t->local_world_size);
-	rc |= put(out, "NODE_RANK", "%u", t->node_rank);
-	rc |= put(out, "GROUP_RANK", "%u", t->node_rank);
-	rc |= put(out, "GROUP_WORLD_SIZE", "%u", s->num_nodes);
-	rc |= put(out, "ROLE_RANK", "%u", t->rank);
-	rc |= put(out, "ROLE_WORLD_SIZE", "%u", s->world_size);
-	rc |= put(out, "ROLE_NAME", "%s", "default");
-	rc |= put(out, "MASTER_ADDR", "%s", s->master_addr);
-	rc |= put(out, "MASTER_PORT", "%u", (unsigned)s->master_port);
+	rc |= dpg_env_add(out, "RANK", "%u", t->rank);
+	rc |= dpg_env_add(out, "LOCAL_RANK", "%u", t->local_rank);
+	rc |= dpg_env_add(out, "WORLD_SIZE", "%u", s->world_size);
+	rc |= dpg_env_add(out, "LOCAL_WORLD_SIZE", "%u", t->local_world_size);
+	rc |= dpg_env_add(out, "NODE_RANK", "%u", t->node_rank);
+	rc |= dpg_env_add(out, "GROUP_RANK", "%u", t->node_rank);
+	rc |= dpg_env_add(out, "GROUP_WORLD_SIZE", "%u", s->num_nodes);
+	rc |= dpg_env_add(out, "ROLE_RANK", "%u", t->rank);
+	rc |= dpg_env_add(out, "ROLE_WORLD_SIZE", "%u", s->world_size);
+	rc |= dpg_env_add(out, "ROLE_NAME", "%s", "default");
+	rc |= dpg_env_add(out, "MASTER_ADDR", "%s", s->master_addr);
+	rc |= dpg_env_add(out, "MASTER_PORT", "%u", (unsigned)s->master_port);
 	/* dpg's own, read by libdpg */
-	rc |= put(out, "DPG_CONTRACT", "%d", DPG_CONTRACT_VERSION);
-	rc |= put(out, "DPG_RANK", "%u", t->rank);
-	rc |= put(out, "DPG_WORLD_SIZE", "%u", s->world_size);
-	rc |= put(out, "DPG_LOCAL_RANK", "%u", t->local_rank);
-	rc |= put(out, "DPG_LOCAL_WORLD_SIZE", "%u", t->local_world_size);
-	rc |= put(out, "DPG_NODE_RANK", "%u", t->node_rank);
-	rc |= put(out, "DPG_NUM_NODES", "%u", s->num_nodes);
-	rc |= put(out, "DPG_MASTER_ADDR", "%s", s->master_addr);
-	rc |= put(out, "DPG_MASTER_PORT", "%u", (unsigned)s->master_port);
-	rc |= put(out, "DPG_JOB_ID", "%u", s->job_id);
-	rc |= put(out, "DPG_STEP_ID", "%u", s->step_id);
-	rc |= put(out, "DPG_GPUS_PER_TASK", "%d", gpus);
+	rc |= dpg_env_add(out, "DPG_CONTRACT", "%d", DPG_CONTRACT_VERSION);
+	rc |= dpg_env_add(out, "DPG_RANK", "%u", t->rank);
+	rc |= dpg_env_add(out, "DPG_WORLD_SIZE", "%u", s->world_size);
+	rc |= dpg_env_add(out, "DPG_LOCAL_RANK", "%u", t->local_rank);
+	rc |= dpg_env_add(out, "DPG_LOCAL_WORLD_SIZE", "%u", t->local_world_size);
+	rc |= dpg_env_add(out, "DPG_NODE_RANK", "%u", t->node_rank);
+	rc |= dpg_env_add(out, "DPG_NUM_NODES", "%u", s->num_nodes);
+	rc |= dpg_env_add(out, "DPG_MASTER_ADDR", "%s", s->master_addr);
+	rc |= dpg_env_add(out, "DPG_MASTER_PORT", "%u", (unsigned)s->master_port);
+	rc |= dpg_env_add(out, "DPG_JOB_ID", "%u", s->job_id);
+	rc |= dpg_env_add(out, "DPG_STEP_ID", "%u", s->step_id);
+	rc |= dpg_env_add(out, "DPG_GPUS_PER_TASK", "%d", gpus);
 	if (rc != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	if (get != NULL)

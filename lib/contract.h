@@ -78,6 +78,10 @@ int dpg_contract_build(const struct dpg_step *step, const struct dpg_task *task,
 		       const struct dpg_request *req, dpg_getenv_fn get, void *ctx,
 		       struct dpg_env *out, struct dpg_err *err);
 
+/* Append name=printf(fmt, ...) to out; -1 if the table or value is full. */
+int dpg_env_add(struct dpg_env *out, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Value of name in env, or NULL. */
 const char *dpg_env_get(const struct dpg_env *env, const char *name);
 

@@ -57,3 +57,14 @@ int dpg_opt_port(const char *s, uint16_t *out, struct dpg_err *err)
 	*out = (uint16_t)v;
 	return 0;
 }
+
+int dpg_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -30,4 +30,7 @@ int dpg_opt_port(const char *s, uint16_t *out, struct dpg_err *err);
 int dpg_parse_ulong(const char *s, unsigned long lo, unsigned long hi,
 		    unsigned long *out);
 
+/* Value of one hexadecimal digit, or -1. */
+int dpg_hex_digit(char c);
+
 #endif

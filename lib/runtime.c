@@ -6,6 +6,7 @@
 #include "cpu_backend.h"
 #include "joinenv.h"
 #include "net.h"
+#include "reduce.h"
 #include "store.h"
 #ifdef DPG_HAVE_NCCL
 #include "nccl_backend.h"
@@ -177,18 +178,7 @@ static dpg_status_t backend_status(int rc)
 /* Declared in comm.h for every backend. */
 size_t dpg_dtype_size(dpg_dtype_t dt)
 {
-	switch (dt) {
-	case DPG_F16:
-	case DPG_BF16:
-		return 2;
-	case DPG_F32:
-	case DPG_I32:
-		return 4;
-	case DPG_F64:
-	case DPG_I64:
-		return 8;
-	}
-	return 0;
+	return dpg_red_dtype_size(dt);
 }
 
 static bool aborted(const struct dpg_ctx *ctx)

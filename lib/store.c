@@ -48,6 +48,7 @@
  * Clients wait in poll() until their deadline, in 100 ms slices only when
  * they have an abort flag to watch.  stop() in a forked child does nothing:
  * the server thread, epoll set and eventfd belong to the parent. */
+#include "opts.h"
 #include "store.h"
 
 #include <arpa/inet.h>
@@ -2110,16 +2111,6 @@ int dpg_store_barrier(struct dpg_store *s, const char *name, int n,
 
 /* ------------------------------------------------------------ secret */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,
 		     struct dpg_err *err)
@@ -2130,7 +2121,7 @@ int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,
 		return dpg_errf(err, "job secret: empty (want 32..128 hex digits)");
 	n = strlen(hex);
 	for (i = 0; i < n; i++)
-		if (hexval(hex[i]) < 0)
+		if (dpg_hex_digit(hex[i]) < 0)
 			return dpg_errf(err, "job secret: character %zu is not a hex digit "
 					"(want 32..128 hex digits)", i + 1);
 	if (n < 32 || n > 128)
@@ -2140,7 +2131,7 @@ int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,
 	if (n / 2 > cap)
 		return dpg_errf(err, "job secret: %zu bytes do not fit in %zu", n / 2, cap);
 	for (i = 0; i < n / 2; i++)
-		out[i] = (uint8_t)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
+		out[i] = (uint8_t)(dpg_hex_digit(hex[2 * i]) << 4 | dpg_hex_digit(hex[2 * i + 1]));
 	*len = n / 2;
 	return 0;
 }

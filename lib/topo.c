@@ -6,6 +6,7 @@
  * they return.  No global state; every allocation is bounded by topo.h's
  * limits; every hwloc and malloc failure is reported through dpg_err. */
 #include "topo.h"
+#include "opts.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -242,16 +243,6 @@ int dpg_cpuset_format(const struct dpg_cpuset *s, char *buf, size_t len,
 
 /* ================================================================ bus ids */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* 1..maxd hex digits at *pp, value in *v; advances *pp. */
 static int parse_hex(const char **pp, unsigned maxd, uint32_t *v)
@@ -260,10 +251,10 @@ static int parse_hex(const char **pp, unsigned maxd, uint32_t *v)
 	uint32_t x = 0;
 	unsigned n = 0;
 
-	while (hexval(*p) >= 0) {
+	while (dpg_hex_digit(*p) >= 0) {
 		if (++n > maxd)
 			return -1;
-		x = (x << 4) | (uint32_t)hexval(*p);
+		x = (x << 4) | (uint32_t)dpg_hex_digit(*p);
 		p++;
 	}
 	if (n == 0)
