@@ -139,20 +139,7 @@ struct cpu {
 
 static int net_rc(int rc)
 {
-	switch (rc) {
-	case 0:
-		return 0;
-	case DPG_NET_TIMEOUT:
-		return -DPG_ERR_TIMEOUT;
-	case DPG_NET_ABORTED:
-		return -DPG_ERR_ABORTED;
-	case DPG_NET_CLOSED:
-		return -DPG_ERR_PEER;
-	case DPG_STORE_AUTH:
-		return -DPG_ERR_AUTH;
-	default:
-		return -DPG_ERR_SYSTEM;
-	}
+	return dpg_store_status(rc);
 }
 
 static const char *host_of(const struct cpu *p, int rank)

@@ -581,18 +581,7 @@ static int ncpus(void)
 
 static int store_rc(int rc)
 {
-	switch (rc) {
-	case DPG_NET_TIMEOUT:
-		return -DPG_ERR_TIMEOUT;
-	case DPG_NET_ABORTED:
-		return -DPG_ERR_ABORTED;
-	case DPG_NET_CLOSED:
-		return -DPG_ERR_PEER;
-	case DPG_STORE_AUTH:
-		return -DPG_ERR_AUTH;
-	default:
-		return -DPG_ERR_SYSTEM;
-	}
+	return dpg_store_status(rc);
 }
 
 static int seg_layout(struct dpg_shm *s, size_t *ctl_off, size_t *data_off, size_t *size)

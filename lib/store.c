@@ -50,6 +50,7 @@
  * the server thread, epoll set and eventfd belong to the parent. */
 #include "opts.h"
 #include "store.h"
+#include "dpg.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -2134,4 +2135,22 @@ int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,
 		out[i] = (uint8_t)(dpg_hex_digit(hex[2 * i]) << 4 | dpg_hex_digit(hex[2 * i + 1]));
 	*len = n / 2;
 	return 0;
+}
+
+int dpg_store_status(int rc)
+{
+	switch (rc) {
+	case 0:
+		return 0;
+	case DPG_NET_TIMEOUT:
+		return -DPG_ERR_TIMEOUT;
+	case DPG_NET_ABORTED:
+		return -DPG_ERR_ABORTED;
+	case DPG_NET_CLOSED:
+		return -DPG_ERR_PEER;
+	case DPG_STORE_AUTH:
+		return -DPG_ERR_AUTH;
+	default:
+		return -DPG_ERR_SYSTEM;
+	}
 }

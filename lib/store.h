@@ -57,6 +57,10 @@ int dpg_store_wait(struct dpg_store *s, const char *const *keys, size_t nkeys,
 int dpg_store_barrier(struct dpg_store *s, const char *name, int n,
 		      int64_t deadline_ms, struct dpg_err *err);
 
+/* A store or net return code (0, -1, DPG_NET_*, DPG_STORE_AUTH) as a
+ * negated dpg_status_t (0 stays 0), as the backends return them. */
+int dpg_store_status(int rc);
+
 /* Decode a hex secret (32..128 hex digits) into raw bytes. */
 int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,
 		     struct dpg_err *err);
