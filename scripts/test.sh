@@ -8,7 +8,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 logs=$top/build/logs
 mkdir -p "$logs"
-stages=${DPG_STAGES:-"deps bootstrap werror unit asan valgrind e2e e2e-netns distcheck"}
+stages=${DPG_STAGES:-"deps bootstrap werror unit asan valgrind man e2e e2e-netns templates distcheck"}
 declare -A result seconds
 failed=0
 
@@ -57,6 +57,8 @@ st_valgrind() {
 	[ $n -gt 0 ] || { echo "valgrind: no unit test binaries found"; return 1; }
 	return $rc
 }
+st_man() { make -C build/werror check-man; }
+st_templates() { make -C build/werror check-templates; }
 st_e2e() { make -C build/werror check-e2e; }
 st_e2e_netns() { make -C build/werror check-e2e-netns; }
 st_distcheck() { make -C build/werror distcheck; }
@@ -69,6 +71,8 @@ for s in $stages; do
 	unit) run_stage unit st_unit ;;
 	asan) run_stage asan st_asan ;;
 	valgrind) run_stage valgrind st_valgrind ;;
+	man) run_stage man st_man ;;
+	templates) run_stage templates st_templates ;;
 	e2e) run_stage e2e st_e2e ;;
 	e2e-netns) run_stage e2e-netns st_e2e_netns ;;
 	distcheck) run_stage distcheck st_distcheck ;;

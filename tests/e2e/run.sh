@@ -89,9 +89,11 @@ PLAN_SHOWN=${E2E_PLAN:-none}
 PLAN=()
 [ -n "$E2E_PLAN" ] && PLAN=(--plan "$E2E_PLAN")
 
-# nothing from the caller's environment may leak into the jobs
+# nothing from the caller's environment may leak into the jobs (but the
+# harness's own knob SLURMD_PORT is kept)
 for v in $(compgen -v); do
 	case $v in
+	SLURMD_PORT) ;;
 	SLURM_*|SLURMD_*|SPANK_*|_SLURM_*|DPG_*|TORCHELASTIC_*) unset "$v";;
 	RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|NODE_RANK|GROUP_RANK|GROUP_WORLD_SIZE|\
 	ROLE_RANK|ROLE_WORLD_SIZE|ROLE_NAME|MASTER_ADDR|MASTER_PORT) unset "$v";;

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# templates.sh - submit the etc/sbatch/ templates to a real 3-node Slurm
+# minicluster with dpg.so in plugstack.conf and check what they print.
+#
+#   PLUGIN_SO=/abs/build/.libs/dpg.so [DPG_DEMO=/abs/build/examples/allreduce_demo] \
+#       [PY=/usr/bin/python3] tests/e2e/templates.sh
+#
+# Each template keeps its "#SBATCH --dpg-gpus-per-task=1" and is submitted as
+#   sbatch --dpg-gpus-per-task=0 -N2 --ntasks-per-node=2 TEMPLATE
+# (the command line overrides #SBATCH) with PYTHON=$PY; the job state is
+# polled (no sbatch --wait).  Prints "ok NAME (x.xs)" / "FAIL NAME" + output /
+# "SKIP NAME  # why", then "N passed, M failed".  Needs root and
+# slurmctld slurmd slurm-client munge python3-torch (apt).  Knobs: CTLD_PORT,
+# SLURMD_PORT (default: free ones), E2E_KEEP=1 (keep the outputs).
+set -uo pipefail
+
+E2E_DIR=$(cd "$(dirname "$0")" && pwd)
+. "$E2E_DIR/lib.sh"
+SRCDIR=$(cd "$E2E_DIR/../.." && pwd)
+PY=${PY:-/usr/bin/python3}
+PLUGIN_SO=${PLUGIN_SO:-}
+DEMO=${DPG_DEMO:-}
+T0=$(e2e_now)
+
+die() { echo "templates.sh: $*" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || die "must run as root (it starts slurmctld, slurmd and munged)"
+for b in sbatch scontrol scancel slurmctld slurmd; do
+	command -v $b >/dev/null || die "missing $b: apt-get install slurmctld slurmd slurm-client munge"
+done
+[ -n "$PLUGIN_SO" ] && [ -f "$PLUGIN_SO" ] || die "set PLUGIN_SO to the built dpg.so"
+PLUGIN_SO=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
+[ -n "$DEMO" ] || DEMO=$(dirname "$PLUGIN_SO")/../examples/allreduce_demo
+if [ -x "$DEMO" ]; then
+	DEMO=$(cd "$(dirname "$DEMO")" && pwd)/$(basename "$DEMO")
+else
+	DEMO=
+fi
+[ -x "$PY" ] || die "no python at PY=$PY"
+
+# nothing from the caller's environment may leak into the jobs (but keep the
+# caller's SLURMD_PORT, a knob of ours that the SLURMD_* pattern would drop)
+KEEP_SLURMD_PORT=${SLURMD_PORT:-}
+for v in $(compgen -v); do
+	case $v in
+	SLURM_*|SLURMD_*|SPANK_*|_SLURM_*|DPG_*|TORCHELASTIC_*) unset "$v";;
+	RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|NODE_RANK|GROUP_RANK|GROUP_WORLD_SIZE|\
+	ROLE_RANK|ROLE_WORLD_SIZE|ROLE_NAME|MASTER_ADDR|MASTER_PORT|PYTHON|TRAIN) unset "$v";;
+	esac
+done
+[ -z "$KEEP_SLURMD_PORT" ] || SLURMD_PORT=$KEEP_SLURMD_PORT
+
+e2e_pick_ports
+LAB=$(mktemp -d "${TMPDIR:-/tmp}/dpg-tpl.XXXXXX")
+chmod 755 "$LAB"
+WORK=$LAB/work
+mkdir -p "$WORK/log"
+chmod 777 "$WORK"
+STOPPED=0
+stop_cluster() {
+	[ $STOPPED = 0 ] || return 0
+	STOPPED=1
+	if [ -f "$LAB/slurm.conf" ]; then
+		"$E2E_DIR/minicluster-stop.sh" "$LAB" >/dev/null 2>"$LAB/stop.err" ||
+			cat "$LAB/stop.err" >&2
+	fi
+}
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_cluster
+	if [ "${E2E_KEEP:-0}" = 1 ]; then echo "# kept $LAB" >&2; else rm -rf "$LAB"; fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'echo "templates.sh: interrupted" >&2; exit 130' INT TERM
+
+echo "# dpg sbatch templates: 3-node minicluster, ports $CTLD_PORT/$SLURMD_PORT, plugin $PLUGIN_SO"
+if ! LAB_DIR=$LAB NODES=3 CPUS=4 OVERSUBSCRIBE=FORCE:4 PLUGIN_SO=$PLUGIN_SO PLUGIN_ARGS='' \
+	"$E2E_DIR/minicluster.sh" >"$WORK/start.out" 2>&1; then
+	cat "$WORK/start.out" >&2
+	die "the minicluster did not start (logs in $LAB)"
+fi
+. "$LAB/env.sh"
+echo "# cluster up in $(e2e_elapsed "$T0")s"
+
+# submit TEMPLATE [ARGS]: sbatch it the way the templates' headers say, wait
+# for it, leave its output (stdout + stderr) in $OUT; fail unless COMPLETED.
+submit() {
+	local tpl=$SRCDIR/etc/sbatch/$1 j
+	shift
+	OUT=$WORK/$(basename "$tpl" .sbatch).out
+	echo "\$ PYTHON=$PY sbatch --dpg-gpus-per-task=0 -N2 --ntasks-per-node=2 etc/sbatch/$(basename "$tpl") $*"
+	j=$(PYTHON=$PY DPG_TIMEOUT=30 sbatch --parsable --dpg-gpus-per-task=0 -N2 --ntasks-per-node=2 \
+		--chdir="$SRCDIR" -o "$OUT" -t 2 "$tpl" "$@" 2>&1) || fail "sbatch: $j" || return 1
+	job_wait "$j" 75; local rc=$?
+	show "$OUT" "job $j output"
+	return $rc
+}
+
+# check_sync N: N ranks of a world of N on 2 nodes said "weights in sync: True"
+check_sync() {
+	local n=$1 got nodes
+	got=$(grep -c "^rank [0-9]*/$n .*weights in sync: True$" "$OUT")
+	[ "$got" = "$n" ] || fail "want $n 'rank r/$n ... weights in sync: True' lines, got $got" || return 1
+	nodes=$(grep -o "^rank [0-9]*/$n .* on n[0-9]*" "$OUT" | awk '{print $NF}' | sort -u | wc -l)
+	[ "$nodes" = 2 ] || fail "the ranks ran on $nodes nodes, want 2 (-N2 must beat #SBATCH)"
+}
+
+t_ddp() {
+	submit torch-ddp.sbatch || return 1
+	grep -q '^step  40  mean loss [0-9.]*$' "$OUT" || fail "no 'step 40 mean loss' line" || return 1
+	check_sync 4 || return 1
+	note "$(grep '^step  40' "$OUT")"
+}
+
+t_fsdp() {
+	submit torch-fsdp.sbatch || return 1
+	grep -q '^mode \(fsdp\|ddp+zero1\) on cpu, world size 4$' "$OUT" || fail "no 'mode ... world size 4' line" || return 1
+	grep -q '^step  40  mean loss [0-9.]*$' "$OUT" || fail "no 'step 40 mean loss' line" || return 1
+	check_sync 4 || return 1
+	note "$(sed -n 's/^\(mode [^ ]*\) .*/\1/p' "$OUT"); $(grep '^step  40' "$OUT")"
+}
+
+t_lightning() {
+	submit lightning.sbatch || return 1
+	check_sync 4
+}
+
+t_c() {
+	submit c-libdpg.sbatch "$DEMO" || return 1
+	grep -q '^dpg [0-9.]*: 4 ranks, sum of rank+1 = 10 (expected 10)$' "$OUT" ||
+		fail "rank 0 did not print 'sum of rank+1 = 10 (expected 10)'" || return 1
+	[ "$(grep -c '^  {"rank": ' "$OUT")" = 4 ] || fail "want 4 all_gather lines" || return 1
+	note "$(grep '^dpg ' "$OUT")"
+}
+
+skip() { echo "SKIP $1  # $2"; }
+
+run_case "torch-ddp.sbatch: DDP (gloo) 2x2 ranks, loss printed, weights in sync" t_ddp
+run_case "torch-fsdp.sbatch: FSDP or its stated fallback, 2x2 ranks, weights in sync" t_fsdp
+if "$PY" -c 'import lightning.pytorch' 2>/dev/null || "$PY" -c 'import pytorch_lightning' 2>/dev/null; then
+	run_case "lightning.sbatch: Lightning DDP 2x2 ranks, weights in sync" t_lightning
+else
+	skip lightning.sbatch "PyTorch Lightning is not installed for $PY (Debian 12 has no package; pip install lightning needs a newer torch than Debian's 1.13)"
+fi
+if [ -n "$DEMO" ]; then
+	run_case "c-libdpg.sbatch: allreduce_demo 2x2 ranks, sum 10" t_c
+else
+	skip c-libdpg.sbatch "no allreduce_demo (set DPG_DEMO or build examples/ next to PLUGIN_SO)"
+fi
+
+stop_cluster
+echo "$E2E_PASS passed, $E2E_FAIL failed ($(e2e_elapsed "$T0")s)"
+[ $E2E_FAIL = 0 ]
