@@ -72,9 +72,10 @@ check "clean copy of the tree has debian/ and configure.ac" \
 
 # ------------------------------------------------------------ build the .debs
 t0=$SECONDS
-opts=${DEB_BUILD_OPTIONS:-}
+opts="${DEB_BUILD_OPTIONS:-} parallel=$jobs"
 [ "${DPG_PKG_NOCHECK:-0}" = 1 ] && opts="$opts nocheck"
-if (cd "$src" && DEB_BUILD_OPTIONS="$opts parallel=$jobs" \
+opts=$(echo $opts)	# DEB_BUILD_OPTIONS rejects empty words
+if (cd "$src" && DEB_BUILD_OPTIONS="$opts" \
 	dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
 	ok "dpkg-buildpackage -us -uc -b ($((SECONDS - t0))s)"
 else
