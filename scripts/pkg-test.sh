@@ -9,6 +9,7 @@
 #      DPG_PKG_LINTIAN=1    also run lintian (must be installed); E: tags fail
 #      DPG_PKG_OUT=DIR      copy the built .debs there
 #      DPG_PKG_KEEP=1       keep the scratch directory (printed at the end)
+# shellcheck disable=SC2317,SC2016,SC2001  # check runs functions and eval strings
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -74,7 +75,7 @@ check "clean copy of the tree has debian/ and configure.ac" \
 t0=$SECONDS
 opts="${DEB_BUILD_OPTIONS:-} parallel=$jobs"
 [ "${DPG_PKG_NOCHECK:-0}" = 1 ] && opts="$opts nocheck"
-opts=$(echo $opts)	# DEB_BUILD_OPTIONS rejects empty words
+read -r -a words <<<"$opts"; opts="${words[*]}"	# DEB_BUILD_OPTIONS rejects empty words
 if (cd "$src" && DEB_BUILD_OPTIONS="$opts" \
 	dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
 	ok "dpkg-buildpackage -us -uc -b ($((SECONDS - t0))s)"
@@ -93,7 +94,7 @@ mkdir -p "$root"
 for p in "${pkgs[@]}"; do
 	deb=$work/${p}_${version}_${arch}.deb
 	if [ -f "$deb" ]; then
-		dpkg -x "$deb" "$root" && ok "built and unpacked $p" || ko "dpkg -x $p"
+		check "built and unpacked $p" dpkg -x "$deb" "$root"
 	else
 		ko "$p: $deb not built"
 	fi
@@ -116,7 +117,7 @@ contents_ok() {
 	for f in $(find "$root" \( -name '*.la' -o -name '*.a' \) -print) $(find "$root/etc" -type f 2>/dev/null); do
 		echo "   | unexpected ${f#"$root"}"; rc=1
 	done
-	return $rc
+	return "$rc"
 }
 check "packages hold the plugin, library, header, dpg.pc, dpg-plan, snippet (no .la/.a, nothing in /etc)" contents_ok
 nman=$(find "$root/usr/share/man" -type f 2>/dev/null | wc -l)

@@ -8,7 +8,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 logs=$top/build/logs
 mkdir -p "$logs"
-stages=${DPG_STAGES:-"deps bootstrap werror unit asan valgrind man e2e e2e-netns templates distcheck"}
+stages=${DPG_STAGES:-"deps bootstrap werror unit pkg asan valgrind man e2e e2e-netns templates distcheck"}
 declare -A result seconds
 failed=0
 
@@ -71,6 +71,7 @@ for s in $stages; do
 	unit) run_stage unit st_unit ;;
 	asan) run_stage asan st_asan ;;
 	valgrind) run_stage valgrind st_valgrind ;;
+	pkg) run_stage pkg scripts/pkg-test.sh ;;
 	man) run_stage man st_man ;;
 	templates) run_stage templates st_templates ;;
 	e2e) run_stage e2e st_e2e ;;
