@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # test.sh - the whole dpg test suite on a fresh Debian 12 machine (what CI runs):
-# deps, -Werror build + unit tests, ASan+UBSan unit tests, valgrind, e2e through
-# a real Slurm minicluster (loopback and network-namespace modes), distcheck.
+# deps, -Werror build + unit tests, packages, ASan+UBSan unit tests, libFuzzer
+# (60 s per harness), valgrind, man pages, e2e through a real Slurm minicluster
+# (loopback and network-namespace modes), sbatch templates, distcheck.
 # Usage: scripts/test.sh            Env: DPG_SKIP_DEPS=1, DPG_STAGES="werror asan ..."
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 logs=$top/build/logs
 mkdir -p "$logs"
-stages=${DPG_STAGES:-"deps bootstrap werror unit pkg asan valgrind man e2e e2e-netns templates distcheck"}
+stages=${DPG_STAGES:-"deps bootstrap werror unit pkg asan fuzz valgrind man e2e e2e-netns templates distcheck"}
 declare -A result seconds
 failed=0
 
@@ -57,6 +58,7 @@ st_valgrind() {
 	[ $n -gt 0 ] || { echo "valgrind: no unit test binaries found"; return 1; }
 	return $rc
 }
+st_fuzz() { tests/fuzz/run.sh "${DPG_FUZZ_SECONDS:-60}"; }
 st_man() { make -C build/werror check-man; }
 st_templates() { make -C build/werror check-templates; }
 st_e2e() { make -C build/werror check-e2e; }
@@ -72,6 +74,7 @@ for s in $stages; do
 	asan) run_stage asan st_asan ;;
 	valgrind) run_stage valgrind st_valgrind ;;
 	pkg) run_stage pkg scripts/pkg-test.sh ;;
+	fuzz) run_stage fuzz st_fuzz ;;
 	man) run_stage man st_man ;;
 	templates) run_stage templates st_templates ;;
 	e2e) run_stage e2e st_e2e ;;

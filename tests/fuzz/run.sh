@@ -1,0 +1,87 @@
+#!/bin/sh
+# run.sh [SECONDS] - build every libFuzzer harness of tests/fuzz into a temp
+# dir and run each for SECONDS (default 60).  Prints, per harness,
+#   ok NAME (EXECS execs, cov COV)   or   CRASH NAME ARTIFACT
+# then "N ok, M crashed"; exits non-zero on any crash or build failure.
+# Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev) and hwloc.
+# Environment: CC (default clang), FUZZ_WORKDIR (keep the build/corpora there
+# instead of a temp dir that is removed), FUZZ_ONLY="hostlist store" (subset).
+set -u
+
+secs=${1:-60}
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+CC=${CC:-clang}
+
+case $secs in
+''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
+esac
+
+if [ -n "${FUZZ_WORKDIR:-}" ]; then
+	work=$FUZZ_WORKDIR
+	mkdir -p "$work"
+else
+	work=$(mktemp -d "${TMPDIR:-/tmp}/dpg-fuzz.XXXXXX") || exit 2
+	trap 'rm -rf "$work"' EXIT
+	trap 'exit 130' INT TERM
+fi
+
+hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
+cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/lib -I$top/include"
+L=$top/lib
+
+srcs() {
+	case $1 in
+	hostlist) echo "$L/hostlist.c $L/err.c" ;;
+	conf|contract) echo "$L/err.c $L/hostlist.c $L/conf.c $L/bindenv.c $L/opts.c $L/port.c $L/gpuvis.c $L/contract.c $L/taskdist.c $L/topo.c $L/plan.c $hwloc" ;;
+	store) echo "$L/store.c $L/net.c $L/sha256.c $L/err.c $L/opts.c $L/port.c -lpthread" ;;
+	topo) echo "$L/topo.c $L/plan.c $L/err.c $L/opts.c $L/port.c $hwloc" ;;
+	esac
+}
+
+ok=0
+bad=0
+for name in ${FUZZ_ONLY:-hostlist conf contract store topo}; do
+	bin=$work/fuzz_$name
+	# shellcheck disable=SC2046,SC2086 # word splitting of flags and sources is wanted
+	if ! $CC $cflags "$here/fuzz_$name.c" $(srcs "$name") -o "$bin" \
+			>"$work/build_$name.log" 2>&1; then
+		echo "CRASH $name (build failed, see below)"
+		cat "$work/build_$name.log" >&2
+		bad=$((bad + 1))
+		continue
+	fi
+	corpus=$work/corpus_$name
+	mkdir -p "$corpus"
+	cp "$here/corpus/$name"/* "$corpus/" 2>/dev/null
+	arts=$work/artifacts_$name
+	mkdir -p "$arts"
+	log=$work/fuzz_$name.log
+	LSAN_OPTIONS="suppressions=$here/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
+	UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+		"$bin" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+		-print_final_stats=1 -artifact_prefix="$arts/" "$corpus" \
+		>"$log" 2>&1
+	rc=$?
+	art=$(find "$arts" -type f -exec basename {} \; 2>/dev/null | head -n 1)
+	if [ "$rc" -ne 0 ] || [ -n "$art" ]; then
+		keep=$here/crashes
+		if [ -n "$art" ] && mkdir -p "$keep" 2>/dev/null &&
+		   cp "$arts/$art" "$keep/${name}-$art" 2>/dev/null; then
+			where=$keep/${name}-$art
+		else
+			where=${art:+$arts/$art}
+			where=${where:-"(no artifact, rc $rc)"}
+		fi
+		echo "CRASH $name $where"
+		grep -v '^dpg store: ' "$log" | grep -E -A25 'ERROR|==[0-9]+==|runtime error|deadly' | head -n 40 >&2
+		bad=$((bad + 1))
+		continue
+	fi
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+	cov=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -n 1 | sed 's/.*cov: \([0-9]*\).*/\1/')
+	echo "ok $name (${execs:-?} execs, cov ${cov:-?})"
+	ok=$((ok + 1))
+done
+echo "$ok ok, $bad crashed"
+[ "$bad" -eq 0 ]
