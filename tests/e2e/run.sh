@@ -464,8 +464,9 @@ pcase "salloc --dpg-gpus-per-task=0 reaches a plain srun" c_salloc
 
 c_interactive() { # the interactive step (LaunchParameters=use_interactive_step)
 	local rc
+	# salloc starts the step as "srun ... --pty $SHELL": CI runs with no SHELL
 	printf '%s\n' "$T >$WORK/inter.out" exit |
-		timeout 60 salloc -N1 --dpg-gpus-per-task=0 -J e2e-inter >"$WORK/inter.log" 2>&1; rc=$?
+		SHELL=/bin/bash timeout 60 salloc -N1 --dpg-gpus-per-task=0 -J e2e-inter >"$WORK/inter.log" 2>&1; rc=$?
 	show "$WORK/inter.log" "salloc output"
 	[ $rc = 0 ] || fail "salloc exited $rc" || return 1
 	grep -q 'SLURM_STEP_ID=4294967290' "$WORK/inter.out" || { show "$WORK/inter.out"; fail "not the interactive step"; return 1; }
