@@ -1,0 +1,1219 @@
+/* zero.c - the sharded data-parallel model (ZeRO stages 1-3): parameter
+ * registration, gradient reduction, the optimizer step, gathers, checkpoints. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "comm.h"
+#include "dpg.h"
+#include "optim.h"
+#include "reduce.h"
+#include "runtime.h"
+#include "zero_cuda.h"
+#include "zlayout.h"
+
+/* state of a unit's gathered parameters (stage 3) */
+enum { UG_NONE = 0, UG_QUEUED, UG_READY, UG_FAILED };
+
+struct zunit {
+	void *full;		/* stage 3: gathered parameters (padded) */
+	int gstate;		/* UG_* (under pf.mu once the worker runs) */
+	float *grad;		/* stages 2-3: full gradient (padded), lazily */
+	bool reduced;		/* reduced in the current optimizer step */
+};
+
+/* The stage-3 prefetcher: one thread gathering units in FIFO order on its
+ * own communicator (a duplicate of the shard group). */
+struct prefetch {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool running, stop;
+	int *q;			/* ring of nunits + 1 unit ids */
+	int qh, qt, qcap;
+	dpg_comm_t *comm;
+	dpg_status_t st;	/* first failure */
+	char msg[DPG_ERR_MSG_MAX];
+};
+
+struct dpg_zero {
+	dpg_ctx_t *ctx;
+	dpg_zero_opts_t o;
+	bool on_gpu;
+	/* groups */
+	dpg_mesh_t *mesh;	/* hybrid sharding only */
+	dpg_comm_t *shard;	/* the shard group */
+	dpg_comm_t *rep;	/* same shard index across groups (NULL: none) */
+	int n, r, nrep;
+	/* registration */
+	int nparams, cap;
+	char (*names)[DPG_ZNAME_MAX];
+	size_t *numel;
+	int *unit;
+	bool committed;
+	struct dpg_zlayout L;
+	size_t ps;		/* bytes of a working parameter */
+	int nstate;		/* master + moments */
+	/* buffers (device memory on the GPU) */
+	void *param_full;	/* stages 1-2: L.padded_numel working parameters */
+	void *param_shard;	/* stage 3: L.shard_numel */
+	float *state[DPG_CKPT_MAX_STATE];	/* master, m / momentum, v */
+	float *grad_full;	/* stage 1: L.padded_numel */
+	float *grad_shard;	/* stages 2-3: L.shard_numel */
+	struct zunit *u;
+	struct prefetch pf;
+	/* accounting */
+	size_t param_bytes, grad_bytes, optim_bytes;
+	long micro, step;
+};
+
+/* ------------------------------------------------------------ errors */
+
+static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
+			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
+			 const char *fmt, ...)
+{
+	char msg[DPG_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (z && z->ctx)
+		dpg_ctx_seterr(z->ctx, "%s %s: %s", dpg_ctx_who(z->ctx), op, msg);
+	return st;
+}
+
+/* ------------------------------------------------------------ memory:
+ * the same operations on host and device memory */
+
+static dpg_status_t cuda_st(struct dpg_zero *z, const char *op, int rc)
+{
+#ifdef DPG_HAVE_CUDA_ZERO
+	return zerr(z, DPG_ERR_BACKEND, op, "CUDA: %s", dpg_cuda_errstr(rc));
+#else
+	return zerr(z, DPG_ERR_BACKEND, op, "CUDA error %d", rc);
+#endif
+}
+
+static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
+			   const char *op)
+{
+	*p = NULL;
+	if (bytes == 0)
+		return DPG_OK;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		int rc = dpg_cuda_alloc(p, bytes);
+
+		if (rc != 0)
+			return cuda_st(z, op, rc);
+		if (acct)
+			*acct += bytes;
+		return DPG_OK;
+	}
+#endif
+	*p = calloc(1, bytes);
+	if (!*p)
+		return zerr(z, DPG_ERR_NOMEM, op, "out of memory (%zu bytes)", bytes);
+	if (acct)
+		*acct += bytes;
+	return DPG_OK;
+}
+
+static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
+{
+	(void)z;
+	if (!*p)
+		return;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu)
+		(void)dpg_cuda_free(*p);
+	else
+#endif
+		free(*p);
+	*p = NULL;
+	if (acct)
+		*acct -= bytes;
+}
+
+static dpg_status_t zzero(struct dpg_zero *z, void *p, size_t bytes)
+{
+	(void)z;
+	if (bytes == 0)
+		return DPG_OK;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		int rc = dpg_cuda_memset0(p, bytes, NULL);
+
+		return rc ? cuda_st(z, "memset", rc) : DPG_OK;
+	}
+#endif
+	memset(p, 0, bytes);
+	return DPG_OK;
+}
+
+/* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
+static dpg_status_t zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
+			  int dir)
+{
+	(void)z;
+	(void)dir;
+	if (bytes == 0)
+		return DPG_OK;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		int rc = dir == 0 ? dpg_cuda_h2d(dst, src, bytes, NULL) :
+				    dpg_cuda_d2h(dst, src, bytes, NULL);
+
+		return rc ? cuda_st(z, "copy", rc) : DPG_OK;
+	}
+#endif
+	memmove(dst, src, bytes);
+	return DPG_OK;
+}
+
+/* fp32 -> working dtype, both in z's memory */
+static dpg_status_t zcast(struct dpg_zero *z, void *dst, const float *src, size_t n)
+{
+	if (n == 0)
+		return DPG_OK;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		int rc = z->o.param_dtype == DPG_BF16 ?
+			 dpg_cuda_f32_to_bf16(src, dst, n, NULL) :
+			 dpg_cuda_d2d(dst, src, n * sizeof(float), NULL);
+
+		return rc ? cuda_st(z, "cast", rc) : DPG_OK;
+	}
+#endif
+	if (z->o.param_dtype == DPG_BF16)
+		dpg_f32_to_bf16_n(src, dst, n);
+	else
+		memmove(dst, src, n * sizeof(float));
+	return DPG_OK;
+}
+
+static dpg_status_t z_to_bf16(struct dpg_zero *z, const float *in, uint16_t *out, size_t n)
+{
+	(void)z;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		int rc = dpg_cuda_f32_to_bf16(in, out, n, NULL);
+
+		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
+	}
+#endif
+	dpg_f32_to_bf16_n(in, out, n);
+	return DPG_OK;
+}
+
+static dpg_status_t z_from_bf16(struct dpg_zero *z, const uint16_t *in, float *out,
+				size_t n)
+{
+	(void)z;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		int rc = dpg_cuda_bf16_to_f32(in, out, n, NULL);
+
+		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
+	}
+#endif
+	dpg_bf16_to_f32_n(in, out, n);
+	return DPG_OK;
+}
+
+static dpg_status_t z_sumsq(struct dpg_zero *z, const float *x, size_t n, double *out)
+{
+	(void)z;
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		int rc = dpg_cuda_sumsq(x, n, out, NULL);
+
+		return rc ? cuda_st(z, "sumsq", rc) : DPG_OK;
+	}
+#endif
+	*out = dpg_sumsq_f32(x, n);
+	return DPG_OK;
+}
+
+/* ------------------------------------------------------------ options */
+
+void dpg_zero_opts_default(dpg_zero_opts_t *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->stage = 1;
+	o->optimizer = DPG_OPT_ADAMW;
+	o->beta1 = 0.9f;
+	o->beta2 = 0.999f;
+	o->eps = 1e-8f;
+	o->momentum = 0.9f;
+	o->weight_decay = 0.0f;
+	o->clip_norm = 0.0f;
+	o->param_dtype = DPG_F32;
+	o->reduce_dtype = DPG_F32;
+	o->accum_steps = 1;
+	o->shard_size = 0;
+}
+
+dpg_status_t dpg_accum_steps(dpg_ctx_t *ctx, long global_batch, long micro_batch,
+			     int dp_size, int *k)
+{
+	long per;
+
+	if (!k || global_batch <= 0 || micro_batch <= 0 || dp_size <= 0) {
+		if (ctx)
+			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld, micro batch %ld "
+				       "and data-parallel size %d must all be positive",
+				       dpg_ctx_who(ctx), global_batch, micro_batch, dp_size);
+		return DPG_ERR_INVALID;
+	}
+	if (micro_batch > global_batch / dp_size || global_batch % dp_size != 0 ||
+	    (global_batch / dp_size) % micro_batch != 0) {
+		if (ctx)
+			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld is not a multiple "
+				       "of micro batch %ld x data-parallel size %d (= %ld): "
+				       "change the global or micro batch", dpg_ctx_who(ctx),
+				       global_batch, micro_batch, dp_size,
+				       micro_batch * (long)dp_size);
+		return DPG_ERR_INVALID;
+	}
+	per = global_batch / dp_size / micro_batch;
+	if (per > INT32_MAX)
+		return DPG_ERR_INVALID;
+	*k = (int)per;
+	return DPG_OK;
+}
+
+static dpg_status_t check_opts(struct dpg_zero *z, const dpg_zero_opts_t *o, int world)
+{
+	const char *op = "zero_create";
+
+	if (o->stage < 1 || o->stage > 3)
+		return zerr(z, DPG_ERR_INVALID, op, "stage %d: expected 1, 2 or 3", o->stage);
+	if (o->optimizer != DPG_OPT_ADAMW && o->optimizer != DPG_OPT_SGD)
+		return zerr(z, DPG_ERR_INVALID, op, "unknown optimizer %d", (int)o->optimizer);
+	if (o->param_dtype != DPG_F32 && o->param_dtype != DPG_BF16)
+		return zerr(z, DPG_ERR_INVALID, op, "param_dtype must be DPG_F32 or DPG_BF16");
+	if (o->reduce_dtype != DPG_F32 && o->reduce_dtype != DPG_BF16)
+		return zerr(z, DPG_ERR_INVALID, op, "reduce_dtype must be DPG_F32 or DPG_BF16");
+	if (o->accum_steps < 1)
+		return zerr(z, DPG_ERR_INVALID, op, "accum_steps %d: must be >= 1",
+			    o->accum_steps);
+	if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
+	    !(o->eps > 0) || !(o->momentum >= 0 && o->momentum < 1) ||
+	    !(o->weight_decay >= 0) || isnan(o->clip_norm))
+		return zerr(z, DPG_ERR_INVALID, op, "optimizer hyper-parameters out of range "
+			    "(need 0 <= beta1, beta2, momentum < 1, eps > 0, weight_decay >= 0)");
+	if (o->shard_size < 0 || o->shard_size > world ||
+	    (o->shard_size > 0 && world % o->shard_size != 0))
+		return zerr(z, DPG_ERR_INVALID, op, "shard_size %d must divide the world size %d "
+			    "(0 = the world)", o->shard_size, world);
+	return DPG_OK;
+}
+
+/* ------------------------------------------------------------ prefetcher */
+
+static void *pf_main(void *arg)
+{
+	struct dpg_zero *z = arg;
+	struct prefetch *pf = &z->pf;
+
+	for (;;) {
+		struct dpg_err e = { { 0 } };
+		const struct dpg_zunit *U;
+		int u, rc;
+
+		pthread_mutex_lock(&pf->mu);
+		while (pf->qh == pf->qt && !pf->stop)
+			pthread_cond_wait(&pf->cv, &pf->mu);
+		if (pf->qh == pf->qt && pf->stop) {
+			pthread_mutex_unlock(&pf->mu);
+			return NULL;
+		}
+		u = pf->q[pf->qh];
+		pf->qh = (pf->qh + 1) % pf->qcap;
+		pthread_mutex_unlock(&pf->mu);
+
+		U = &z->L.u[u];
+		/* the context's last error belongs to the main thread: call the
+		 * backend directly and keep the message here */
+		rc = pf->st != DPG_OK ? -(int)pf->st :
+		     pf->comm->ops->all_gather(pf->comm, (char *)z->param_shard + U->shard_off * z->ps,
+					       z->u[u].full, U->shard, z->o.param_dtype, NULL, &e);
+		pf->comm->seq++;
+
+		pthread_mutex_lock(&pf->mu);
+		if (rc != 0 && pf->st == DPG_OK) {
+			pf->st = rc < 0 ? (dpg_status_t)-rc : DPG_ERR_BACKEND;
+			snprintf(pf->msg, sizeof(pf->msg), "gather of unit %d (prefetch, all_gather "
+				 "#%" PRIu64 " on %s): %s", u, pf->comm->seq - 1, pf->comm->name,
+				 e.msg[0] ? e.msg : dpg_strerror(pf->st));
+		}
+		z->u[u].gstate = rc == 0 ? UG_READY : UG_FAILED;
+		pthread_cond_broadcast(&pf->cv);
+		pthread_mutex_unlock(&pf->mu);
+	}
+}
+
+static dpg_status_t pf_start(struct dpg_zero *z)
+{
+	struct prefetch *pf = &z->pf;
+	dpg_status_t st;
+
+	pf->qcap = z->L.nunits + 1;
+	pf->q = calloc((size_t)pf->qcap, sizeof(*pf->q));
+	if (!pf->q)
+		return zerr(z, DPG_ERR_NOMEM, "zero_commit", "out of memory");
+	st = dpg_comm_split(z->shard, 0, dpg_comm_rank(z->shard), &pf->comm);
+	if (st != DPG_OK)
+		return st;
+	if (pthread_mutex_init(&pf->mu, NULL) != 0)
+		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_mutex_init failed");
+	if (pthread_cond_init(&pf->cv, NULL) != 0) {
+		pthread_mutex_destroy(&pf->mu);
+		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_cond_init failed");
+	}
+	if (pthread_create(&pf->th, NULL, pf_main, z) != 0) {
+		pthread_cond_destroy(&pf->cv);
+		pthread_mutex_destroy(&pf->mu);
+		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "cannot start the prefetch thread");
+	}
+	pf->running = true;
+	return DPG_OK;
+}
+
+static void pf_stop(struct dpg_zero *z)
+{
+	struct prefetch *pf = &z->pf;
+
+	if (pf->running) {
+		pthread_mutex_lock(&pf->mu);
+		pf->stop = true;
+		pthread_cond_broadcast(&pf->cv);
+		pthread_mutex_unlock(&pf->mu);
+		pthread_join(pf->th, NULL);
+		pthread_cond_destroy(&pf->cv);
+		pthread_mutex_destroy(&pf->mu);
+		pf->running = false;
+	}
+	if (pf->comm)
+		dpg_comm_destroy(pf->comm);
+	pf->comm = NULL;
+	free(pf->q);
+	pf->q = NULL;
+}
+
+/* ------------------------------------------------------------ create, register */
+
+dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
+			     dpg_zero_t **out)
+{
+	struct dpg_zero *z;
+	dpg_status_t st;
+	int world;
+
+	if (!out)
+		return DPG_ERR_INVALID;
+	*out = NULL;
+	if (!ctx)
+		return DPG_ERR_INVALID;
+	z = calloc(1, sizeof(*z));
+	if (!z) {
+		dpg_ctx_seterr(ctx, "%s zero_create: out of memory", dpg_ctx_who(ctx));
+		return DPG_ERR_NOMEM;
+	}
+	z->ctx = ctx;
+	if (opts)
+		z->o = *opts;
+	else
+		dpg_zero_opts_default(&z->o);
+	world = dpg_world_size(ctx);
+	if ((st = check_opts(z, &z->o, world)) != DPG_OK) {
+		free(z);
+		return st;
+	}
+	z->on_gpu = dpg_backend(ctx) == DPG_BACKEND_NCCL;
+#ifndef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu) {
+		free(z);
+		dpg_ctx_seterr(ctx, "%s zero_create: libdpg was built without nvcc: the "
+			       "sharded step needs its CUDA kernels on the NCCL backend "
+			       "(rebuild with CUDA, or use DPG_BACKEND=cpu)", dpg_ctx_who(ctx));
+		return DPG_ERR_UNSUPPORTED;
+	}
+#endif
+	z->ps = z->o.param_dtype == DPG_BF16 ? 2 : 4;
+	z->nstate = z->o.optimizer == DPG_OPT_ADAMW ? 3 : 2;
+	if (z->o.shard_size == 0 || z->o.shard_size == world) {
+		z->shard = dpg_world(ctx);
+	} else {
+		int sizes[2] = { world / z->o.shard_size, z->o.shard_size };
+
+		st = dpg_mesh_create(ctx, 2, sizes, &z->mesh);
+		if (st != DPG_OK) {
+			free(z);
+			return st;
+		}
+		z->shard = dpg_mesh_comm(z->mesh, 1);
+		z->rep = dpg_mesh_comm(z->mesh, 0);
+	}
+	z->n = dpg_comm_size(z->shard);
+	z->r = dpg_comm_rank(z->shard);
+	z->nrep = world / z->n;
+	*out = z;
+	return DPG_OK;
+}
+
+/* Double the registration arrays; 0 or -1 (nothing lost either way). */
+static int grow(struct dpg_zero *z)
+{
+	int cap = z->cap ? z->cap * 2 : 16;
+	void *a, *b, *c;
+
+	if (cap > INT32_MAX / 2)
+		return -1;
+	a = realloc(z->names, (size_t)cap * sizeof(*z->names));
+	if (!a)
+		return -1;
+	z->names = a;
+	b = realloc(z->numel, (size_t)cap * sizeof(*z->numel));
+	if (!b)
+		return -1;
+	z->numel = b;
+	c = realloc(z->unit, (size_t)cap * sizeof(*z->unit));
+	if (!c)
+		return -1;
+	z->unit = c;
+	z->cap = cap;
+	return 0;
+}
+
+dpg_status_t dpg_zero_add_param(dpg_zero_t *z, const char *name, size_t numel,
+				int unit, int *id)
+{
+	const char *op = "zero_add_param";
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if (z->committed)
+		return zerr(z, DPG_ERR_INVALID, op, "'%s': the model is already committed",
+			    name ? name : "(null)");
+	if (!name || !*name || strlen(name) >= DPG_ZNAME_MAX)
+		return zerr(z, DPG_ERR_INVALID, op, "parameter %d: name must be 1-%d bytes",
+			    z->nparams, DPG_ZNAME_MAX - 1);
+	if (numel == 0)
+		return zerr(z, DPG_ERR_INVALID, op, "'%s': zero elements", name);
+	if (unit < 0 || (z->nparams == 0 && unit != 0) ||
+	    (z->nparams > 0 && unit != z->unit[z->nparams - 1] &&
+	     unit != z->unit[z->nparams - 1] + 1))
+		return zerr(z, DPG_ERR_INVALID, op, "'%s': unit %d out of order (units are "
+			    "0, 1, 2, ... in registration order)", name, unit);
+	if (z->nparams == z->cap && grow(z) != 0)
+		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+	snprintf(z->names[z->nparams], DPG_ZNAME_MAX, "%s", name);
+	z->numel[z->nparams] = numel;
+	z->unit[z->nparams] = unit;
+	if (id)
+		*id = z->nparams;
+	z->nparams++;
+	return DPG_OK;
+}
+
+dpg_status_t dpg_zero_commit(dpg_zero_t *z)
+{
+	const char *op = "zero_commit";
+	const char **names;
+	struct dpg_err e = { { 0 } };
+	dpg_status_t st;
+	size_t sh, k;
+	int i;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if (z->committed)
+		return zerr(z, DPG_ERR_INVALID, op, "already committed");
+	names = calloc((size_t)(z->nparams ? z->nparams : 1), sizeof(*names));
+	if (!names)
+		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+	for (i = 0; i < z->nparams; i++)
+		names[i] = z->names[i];
+	if (dpg_zlayout_build(&z->L, z->nparams, names, z->numel, z->unit, z->n, &e) != 0) {
+		free(names);
+		return zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
+	}
+	free(names);
+	z->u = calloc((size_t)z->L.nunits, sizeof(*z->u));
+	if (!z->u)
+		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+	sh = z->L.shard_numel;
+	for (k = 0; k < (size_t)z->nstate; k++)
+		if ((st = zalloc(z, (void **)&z->state[k], sh * sizeof(float), &z->optim_bytes,
+				 op)) != DPG_OK)
+			return st;
+	if (z->o.stage < 3)
+		st = zalloc(z, &z->param_full, z->L.padded_numel * z->ps, &z->param_bytes, op);
+	else
+		st = zalloc(z, &z->param_shard, sh * z->ps, &z->param_bytes, op);
+	if (st != DPG_OK)
+		return st;
+	if (z->o.stage == 1)
+		st = zalloc(z, (void **)&z->grad_full, z->L.padded_numel * sizeof(float),
+			    &z->grad_bytes, op);
+	else
+		st = zalloc(z, (void **)&z->grad_shard, sh * sizeof(float), &z->grad_bytes, op);
+	if (st != DPG_OK)
+		return st;
+	if (z->o.stage == 3 && z->n > 1 && !z->on_gpu && (st = pf_start(z)) != DPG_OK)
+		return st;
+	z->committed = true;
+	return DPG_OK;
+}
+
+dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
+{
+	int i;
+
+	if (!z)
+		return DPG_OK;
+	pf_stop(z);
+	for (i = 0; z->u && i < z->L.nunits; i++) {
+		zfree(z, &z->u[i].full, z->L.u[i].padded * z->ps, NULL);
+		zfree(z, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
+	}
+	for (i = 0; i < DPG_CKPT_MAX_STATE; i++)
+		zfree(z, (void **)&z->state[i], 0, NULL);
+	zfree(z, &z->param_full, 0, NULL);
+	zfree(z, &z->param_shard, 0, NULL);
+	zfree(z, (void **)&z->grad_full, 0, NULL);
+	zfree(z, (void **)&z->grad_shard, 0, NULL);
+	if (z->mesh)
+		dpg_mesh_destroy(z->mesh);
+	dpg_zlayout_free(&z->L);
+	free(z->u);
+	free(z->names);
+	free(z->numel);
+	free(z->unit);
+	free(z);
+	return DPG_OK;
+}
+
+static dpg_status_t need_committed(struct dpg_zero *z, const char *op)
+{
+	if (!z->committed)
+		return zerr(z, DPG_ERR_INVALID, op, "call dpg_zero_commit first");
+	return DPG_OK;
+}
+
+static dpg_status_t check_id(struct dpg_zero *z, int id, const char *op)
+{
+	dpg_status_t st = need_committed(z, op);
+
+	if (st == DPG_OK && (id < 0 || id >= z->L.nparams))
+		return zerr(z, DPG_ERR_INVALID, op, "no parameter %d (%d registered)", id,
+			    z->L.nparams);
+	return st;
+}
+
+static dpg_status_t check_unit(struct dpg_zero *z, int unit, const char *op)
+{
+	dpg_status_t st = need_committed(z, op);
+
+	if (st == DPG_OK && (unit < 0 || unit >= z->L.nunits))
+		return zerr(z, DPG_ERR_INVALID, op, "no unit %d (%d units)", unit, z->L.nunits);
+	return st;
+}
+
+/* ------------------------------------------------------------ parameters */
+
+/* The working-parameter piece this rank owns of unit u. */
+static void *own_piece(struct dpg_zero *z, int u)
+{
+	const struct dpg_zunit *U = &z->L.u[u];
+
+	if (z->o.stage == 3)
+		return (char *)z->param_shard + U->shard_off * z->ps;
+	return (char *)z->param_full + (U->flat_off + (size_t)z->r * U->shard) * z->ps;
+}
+
+/* Working parameters from the master shard: cast the own pieces, then
+ * (stages 1-2) all-gather every unit in the shard group. */
+static dpg_status_t publish(struct dpg_zero *z)
+{
+	dpg_status_t st;
+	int u;
+
+	for (u = 0; u < z->L.nunits; u++) {
+		const struct dpg_zunit *U = &z->L.u[u];
+
+		if ((st = zcast(z, own_piece(z, u), z->state[0] + U->shard_off, U->shard)) != DPG_OK)
+			return st;
+	}
+	if (z->o.stage == 3)
+		return DPG_OK;
+	for (u = 0; u < z->L.nunits; u++) {
+		const struct dpg_zunit *U = &z->L.u[u];
+
+		st = dpg_all_gather(z->shard, own_piece(z, u),
+				    (char *)z->param_full + U->flat_off * z->ps, U->shard,
+				    z->o.param_dtype, NULL);
+		if (st != DPG_OK)
+			return st;
+	}
+	return DPG_OK;
+}
+
+dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
+{
+	const char *op = "zero_set_param";
+	const struct dpg_zparam *P;
+	const struct dpg_zunit *U;
+	size_t lo, hi, a, b;
+	dpg_status_t st;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if ((st = check_id(z, id, op)) != DPG_OK)
+		return st;
+	if (!values)
+		return zerr(z, DPG_ERR_INVALID, op, "'%s': NULL values", z->L.p[id].name);
+	P = &z->L.p[id];
+	U = &z->L.u[P->unit];
+	lo = (size_t)z->r * U->shard;
+	hi = lo + U->shard;
+	a = P->unit_off > lo ? P->unit_off : lo;
+	b = P->unit_off + P->numel < hi ? P->unit_off + P->numel : hi;
+	if (a < b) {
+		float *dst = z->state[0] + U->shard_off + (a - lo);
+
+		if ((st = zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
+				0)) != DPG_OK)
+			return st;
+		if (z->o.stage == 3 &&
+		    (st = zcast(z, (char *)z->param_shard + (U->shard_off + a - lo) * z->ps, dst,
+				b - a)) != DPG_OK)
+			return st;
+	}
+	if (z->o.stage < 3) {
+		/* the whole tensor, replicated */
+		char *full = (char *)z->param_full + (U->flat_off + P->unit_off) * z->ps;
+
+		if (z->o.param_dtype == DPG_F32) {
+			st = zcopy(z, full, values, P->numel * sizeof(float), 0);
+		} else {
+			uint16_t *tmp = malloc(P->numel * sizeof(uint16_t));
+
+			if (!tmp)
+				return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+			dpg_f32_to_bf16_n(values, tmp, P->numel);
+			st = zcopy(z, full, tmp, P->numel * sizeof(uint16_t), 0);
+			free(tmp);
+		}
+	}
+	return st;
+}
+
+void *dpg_zero_param(dpg_zero_t *z, int id)
+{
+	const struct dpg_zparam *P;
+
+	if (!z || !z->committed || id < 0 || id >= z->L.nparams)
+		return NULL;
+	P = &z->L.p[id];
+	if (z->o.stage < 3)
+		return (char *)z->param_full + (z->L.u[P->unit].flat_off + P->unit_off) * z->ps;
+	if (z->u[P->unit].gstate != UG_READY)
+		return NULL;
+	return (char *)z->u[P->unit].full + P->unit_off * z->ps;
+}
+
+/* ------------------------------------------------------------ gathers (stage 3) */
+
+static dpg_status_t pf_failed(struct dpg_zero *z, const char *op)
+{
+	return zerr(z, z->pf.st, op, "%s", z->pf.msg);
+}
+
+/* Queue unit u's gather (its buffer allocated here, in the main thread). */
+static dpg_status_t enqueue(struct dpg_zero *z, int u, const char *op)
+{
+	const struct dpg_zunit *U = &z->L.u[u];
+	dpg_status_t st;
+
+	if ((st = zalloc(z, &z->u[u].full, U->padded * z->ps, &z->param_bytes, op)) != DPG_OK)
+		return st;
+	if (!z->pf.running) {
+		/* synchronous: one rank, or the GPU (see the README) */
+		st = dpg_all_gather(z->shard, own_piece(z, u), z->u[u].full, U->shard,
+				    z->o.param_dtype, NULL);
+		z->u[u].gstate = st == DPG_OK ? UG_READY : UG_FAILED;
+		return st;
+	}
+	pthread_mutex_lock(&z->pf.mu);
+	z->u[u].gstate = UG_QUEUED;
+	z->pf.q[z->pf.qt] = u;
+	z->pf.qt = (z->pf.qt + 1) % z->pf.qcap;
+	pthread_cond_broadcast(&z->pf.cv);
+	pthread_mutex_unlock(&z->pf.mu);
+	return DPG_OK;
+}
+
+static int wait_gathered(struct dpg_zero *z, int u)
+{
+	int s;
+
+	if (!z->pf.running)
+		return z->u[u].gstate;
+	pthread_mutex_lock(&z->pf.mu);
+	while (z->u[u].gstate == UG_QUEUED)
+		pthread_cond_wait(&z->pf.cv, &z->pf.mu);
+	s = z->u[u].gstate;
+	pthread_mutex_unlock(&z->pf.mu);
+	return s;
+}
+
+dpg_status_t dpg_zero_gather(dpg_zero_t *z, int unit, int next)
+{
+	const char *op = "zero_gather";
+	dpg_status_t st;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if ((st = check_unit(z, unit, op)) != DPG_OK)
+		return st;
+	if (next != -1 && (st = check_unit(z, next, op)) != DPG_OK)
+		return st;
+	if (z->o.stage < 3)
+		return DPG_OK;
+	if (z->u[unit].gstate == UG_NONE && (st = enqueue(z, unit, op)) != DPG_OK)
+		return st;
+	if (wait_gathered(z, unit) != UG_READY)
+		return z->pf.running ? pf_failed(z, op) :
+		       zerr(z, DPG_ERR_PEER, op, "unit %d could not be gathered", unit);
+	if (next >= 0 && next != unit && z->u[next].gstate == UG_NONE)
+		return enqueue(z, next, op);
+	return DPG_OK;
+}
+
+dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
+{
+	dpg_status_t st;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if ((st = check_unit(z, unit, "zero_release")) != DPG_OK)
+		return st;
+	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
+		return DPG_OK;
+	(void)wait_gathered(z, unit);	/* never free under the worker */
+	zfree(z, &z->u[unit].full, z->L.u[unit].padded * z->ps, &z->param_bytes);
+	z->u[unit].gstate = UG_NONE;
+	return DPG_OK;
+}
+
+/* ------------------------------------------------------------ gradients */
+
+float *dpg_zero_grad(dpg_zero_t *z, int id)
+{
+	const struct dpg_zparam *P;
+	struct zunit *zu;
+
+	if (!z || check_id(z, id, "zero_grad") != DPG_OK)
+		return NULL;
+	P = &z->L.p[id];
+	if (z->o.stage == 1)
+		return z->grad_full + z->L.u[P->unit].flat_off + P->unit_off;
+	zu = &z->u[P->unit];
+	if (!zu->grad && zalloc(z, (void **)&zu->grad, z->L.u[P->unit].padded * sizeof(float),
+				&z->grad_bytes, "zero_grad") != DPG_OK)
+		return NULL;
+	return zu->grad + P->unit_off;
+}
+
+/* Unit u's gradient shard: where the reduction lands and the update reads. */
+static float *grad_piece(struct dpg_zero *z, int u)
+{
+	const struct dpg_zunit *U = &z->L.u[u];
+
+	if (z->o.stage == 1)
+		return z->grad_full + U->flat_off + (size_t)z->r * U->shard;
+	return z->grad_shard + U->shard_off;
+}
+
+static float *unit_full_grad(struct dpg_zero *z, int u)
+{
+	return z->o.stage == 1 ? z->grad_full + z->L.u[u].flat_off : z->u[u].grad;
+}
+
+/* Sum unit u's gradient over every rank into this rank's piece. */
+static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
+{
+	const char *op = "zero_step";
+	const struct dpg_zunit *U = &z->L.u[u];
+	float *full = unit_full_grad(z, u), *piece = grad_piece(z, u);
+	dpg_status_t st;
+
+	if (!full) {	/* no gradient this step: zeros, but take part */
+		if (z->o.stage == 1)
+			return zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
+		if ((st = zalloc(z, (void **)&z->u[u].grad, U->padded * sizeof(float),
+				 &z->grad_bytes, op)) != DPG_OK)
+			return st;
+		full = z->u[u].grad;
+	}
+	if (z->o.reduce_dtype == DPG_F32) {
+		st = dpg_reduce_scatter(z->shard, full, piece, U->shard, DPG_F32, DPG_SUM, NULL);
+		if (st == DPG_OK && z->rep)
+			st = dpg_allreduce(z->rep, piece, piece, U->shard, DPG_F32, DPG_SUM, NULL);
+	} else {
+		uint16_t *tmp;
+
+		if ((st = zalloc(z, (void **)&tmp, U->padded * 2, NULL, op)) != DPG_OK)
+			return st;
+		st = z_to_bf16(z, full, tmp, U->padded);
+		if (st == DPG_OK)
+			st = dpg_reduce_scatter(z->shard, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
+		if (st == DPG_OK && z->rep)
+			st = dpg_allreduce(z->rep, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
+		if (st == DPG_OK)
+			st = z_from_bf16(z, tmp, piece, U->shard);
+		zfree(z, (void **)&tmp, 0, NULL);
+	}
+	if (st != DPG_OK)
+		return st;
+	z->u[u].reduced = true;
+	if (z->o.stage > 1)
+		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
+	return DPG_OK;
+}
+
+dpg_status_t dpg_zero_grads_ready(dpg_zero_t *z, int unit)
+{
+	dpg_status_t st;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if ((st = check_unit(z, unit, "zero_grads_ready")) != DPG_OK)
+		return st;
+	if (z->o.stage == 1 || z->micro != z->o.accum_steps - 1 || z->u[unit].reduced)
+		return DPG_OK;
+	return reduce_unit(z, unit);
+}
+
+/* ------------------------------------------------------------ the step */
+
+static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
+{
+	double s = 0;
+	dpg_status_t st;
+	int u;
+
+	for (u = 0; u < z->L.nunits; u++) {
+		double x;
+
+		if ((st = z_sumsq(z, grad_piece(z, u), z->L.u[u].shard, &x)) != DPG_OK)
+			return st;
+		s += x;
+	}
+	if (z->n > 1 && (st = dpg_allreduce(z->shard, &s, &s, 1, DPG_F64, DPG_SUM, NULL)) !=
+	    DPG_OK)
+		return st;
+	*norm2 = s;
+	return DPG_OK;
+}
+
+static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
+{
+	dpg_status_t st = DPG_OK;
+	int u;
+
+	for (u = 0; u < z->L.nunits && st == DPG_OK; u++) {
+		size_t off = z->L.u[u].shard_off, n = z->L.u[u].shard;
+		const float *g = grad_piece(z, u);
+		float *p = z->state[0] + off, *m = z->state[1] + off;
+		int rc = 0;
+
+		if (z->o.optimizer == DPG_OPT_ADAMW) {
+			struct dpg_adamw_hp h = {
+				.lr = lr, .beta1 = z->o.beta1, .beta2 = z->o.beta2,
+				.eps = z->o.eps, .weight_decay = z->o.weight_decay,
+				.bc1 = (float)(1.0 - pow(z->o.beta1, (double)(z->step + 1))),
+				.bc2 = (float)(1.0 - pow(z->o.beta2, (double)(z->step + 1))),
+				.gscale = gscale,
+			};
+			float *v = z->state[2] + off;
+
+#ifdef DPG_HAVE_CUDA_ZERO
+			if (z->on_gpu)
+				rc = dpg_cuda_adamw(p, m, v, g, n, &h, NULL);
+			else
+#endif
+				dpg_adamw_update(p, m, v, g, n, &h);
+		} else {
+			struct dpg_sgd_hp h = {
+				.lr = lr, .momentum = z->o.momentum,
+				.weight_decay = z->o.weight_decay, .gscale = gscale,
+			};
+
+#ifdef DPG_HAVE_CUDA_ZERO
+			if (z->on_gpu)
+				rc = dpg_cuda_sgd(p, m, g, n, &h, NULL);
+			else
+#endif
+				dpg_sgd_update(p, m, g, n, &h);
+		}
+		if (rc != 0)
+			st = cuda_st(z, "zero_step", rc);
+	}
+	return st;
+}
+
+static dpg_status_t clear_grads(struct dpg_zero *z)
+{
+	dpg_status_t st = DPG_OK;
+	int u;
+
+	if (z->o.stage == 1)
+		st = zzero(z, z->grad_full, z->L.padded_numel * sizeof(float));
+	for (u = 0; u < z->L.nunits; u++) {
+		z->u[u].reduced = false;
+		if (z->o.stage > 1)
+			zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
+			      &z->grad_bytes);
+	}
+	return st;
+}
+
+dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
+{
+	const char *op = "zero_step";
+	double norm2 = 0, norm, clip = 1.0, base;
+	dpg_status_t st;
+	int u;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if ((st = need_committed(z, op)) != DPG_OK)
+		return st;
+	if (!isfinite(lr) || lr < 0)
+		return zerr(z, DPG_ERR_INVALID, op, "learning rate %g: must be finite and >= 0",
+			    (double)lr);
+	if (stats)
+		memset(stats, 0, sizeof(*stats));
+	if (z->micro < z->o.accum_steps - 1) {
+		z->micro++;
+		if (stats) {
+			stats->step = z->step;
+			stats->clip_scale = 1.0;
+		}
+		return DPG_OK;
+	}
+	for (u = z->L.nunits - 1; u >= 0; u--)
+		if (!z->u[u].reduced && (st = reduce_unit(z, u)) != DPG_OK)
+			return st;
+	base = 1.0 / ((double)z->n * z->nrep * z->o.accum_steps);
+	if ((st = grad_norm(z, &norm2)) != DPG_OK)
+		return st;
+	norm = sqrt(norm2) * base;
+	if (z->o.clip_norm > 0 && norm > z->o.clip_norm)
+		clip = z->o.clip_norm / (norm + 1e-6);
+	if (!isfinite(norm))
+		return zerr(z, DPG_ERR_INVALID, op, "step %ld: the gradient norm is %g "
+			    "(NaN or Inf in the gradients): parameters left unchanged",
+			    z->step + 1, norm);
+	if ((st = update(z, lr, (float)(base * clip))) != DPG_OK)
+		return st;
+	if ((st = clear_grads(z)) != DPG_OK)
+		return st;
+	z->micro = 0;
+	z->step++;
+	if ((st = publish(z)) != DPG_OK)
+		return st;
+	if (stats) {
+		stats->stepped = 1;
+		stats->step = z->step;
+		stats->grad_norm = norm;
+		stats->clip_scale = clip;
+	}
+	return DPG_OK;
+}
+
+dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem)
+{
+	if (!z || !mem)
+		return DPG_ERR_INVALID;
+	memset(mem, 0, sizeof(*mem));
+	mem->param_bytes = z->param_bytes;
+	mem->grad_bytes = z->grad_bytes;
+	mem->optim_bytes = z->optim_bytes;
+	mem->padded_numel = z->L.padded_numel;
+	mem->shard_numel = z->L.shard_numel;
+	return DPG_OK;
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+/* Agree on success: every rank passes its own status, all get the worst
+ * (the first rank's message stays in each failing rank's context). */
+static dpg_status_t agree(struct dpg_zero *z, dpg_status_t mine, const char *op)
+{
+	int32_t v = (int32_t)mine;
+	dpg_status_t st;
+
+	if (dpg_world_size(z->ctx) == 1)
+		return mine;
+	st = dpg_allreduce(dpg_world(z->ctx), &v, &v, 1, DPG_I32, DPG_MAX, NULL);
+	if (st != DPG_OK)
+		return st;
+	if (v != DPG_OK && mine == DPG_OK)
+		return zerr(z, (dpg_status_t)v, op, "another rank failed (%s); see its log",
+			    dpg_strerror((dpg_status_t)v));
+	return mine;
+}
+
+/* Copy this rank's state arrays to host memory (GPU) or alias them. */
+static dpg_status_t host_state(struct dpg_zero *z, float **h, bool *owned, int dir)
+{
+	size_t bytes = z->L.shard_numel * sizeof(float);
+	dpg_status_t st;
+	int k;
+
+	*owned = z->on_gpu;
+	for (k = 0; k < z->nstate; k++) {
+		if (!z->on_gpu) {
+			h[k] = z->state[k];
+			continue;
+		}
+		h[k] = malloc(bytes ? bytes : 1);
+		if (!h[k])
+			return zerr(z, DPG_ERR_NOMEM, "zero_save", "out of memory");
+		if (dir == 1 && (st = zcopy(z, h[k], z->state[k], bytes, 1)) != DPG_OK)
+			return st;
+	}
+	return DPG_OK;
+}
+
+static void free_host_state(struct dpg_zero *z, float **h, bool owned)
+{
+	int k;
+
+	for (k = 0; owned && k < z->nstate; k++)
+		free(h[k]);
+}
+
+dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
+			   size_t extra_len)
+{
+	const char *op = "zero_save";
+	float *h[DPG_CKPT_MAX_STATE] = { NULL };
+	struct dpg_err e = { { 0 } };
+	bool owned = false, writer;
+	dpg_status_t st = DPG_OK;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if ((st = need_committed(z, op)) != DPG_OK)
+		return st;
+	if (!dir || !*dir || (extra_len > 0 && !extra))
+		return zerr(z, DPG_ERR_INVALID, op, "no directory, or extra bytes without a buffer");
+	if (z->micro != 0)
+		return zerr(z, DPG_ERR_INVALID, op, "in the middle of an accumulation (%ld of %d "
+			    "micro-steps done): save after dpg_zero_step updated the parameters",
+			    z->micro, z->o.accum_steps);
+	writer = z->rep == NULL || dpg_mesh_coord(z->mesh, 0) == 0;
+	if (writer) {
+		if (dpg_ckpt_prepare(dir, z->step, &e) != 0)
+			st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
+		if (st == DPG_OK)
+			st = host_state(z, h, &owned, 1);
+		if (st == DPG_OK && dpg_ckpt_write_shard(dir, z->step, &z->L, z->r, z->nstate,
+							 h, &e) != 0)
+			st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
+		free_host_state(z, h, owned);
+	}
+	if ((st = agree(z, st, op)) != DPG_OK)
+		return st;
+	if (dpg_rank(z->ctx) == 0 && dpg_ckpt_commit(dir, z->step, &z->L, (int)z->o.optimizer,
+						    z->nstate, extra, extra_len, &e) != 0)
+		st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
+	return agree(z, st, op);
+}
+
+static dpg_status_t load_local(struct dpg_zero *z, const char *dir,
+			       struct dpg_ckpt_meta *meta)
+{
+	const char *op = "zero_load";
+	float *h[DPG_CKPT_MAX_STATE] = { NULL };
+	struct dpg_err e = { { 0 } };
+	bool owned = false;
+	dpg_status_t st;
+	int k;
+
+	if (dpg_ckpt_read_meta(dir, meta, &e) != 0)
+		return zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
+	if (meta->optimizer != (int)z->o.optimizer)
+		return zerr(z, DPG_ERR_INVALID, op, "checkpoint %s was saved with the %s "
+			    "optimizer, this run uses %s", meta->stepdir,
+			    meta->optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD",
+			    z->o.optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD");
+	if ((st = host_state(z, h, &owned, 0)) != DPG_OK) {
+		free_host_state(z, h, owned);
+		return st;
+	}
+	if (dpg_ckpt_read_shard(meta, &z->L, z->r, z->nstate, h, &e) != 0)
+		st = zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
+	for (k = 0; owned && st == DPG_OK && k < z->nstate; k++)
+		st = zcopy(z, z->state[k], h[k], z->L.shard_numel * sizeof(float), 0);
+	free_host_state(z, h, owned);
+	return st;
+}
+
+dpg_status_t dpg_zero_load(dpg_zero_t *z, const char *dir, void *extra,
+			   size_t extra_cap, size_t *extra_len)
+{
+	const char *op = "zero_load";
+	struct dpg_ckpt_meta meta;
+	dpg_status_t st;
+	long step = 0;
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	if ((st = need_committed(z, op)) != DPG_OK)
+		return st;
+	if (!dir || !*dir)
+		return zerr(z, DPG_ERR_INVALID, op, "no directory");
+	memset(&meta, 0, sizeof(meta));
+	st = load_local(z, dir, &meta);
+	if (st == DPG_OK && meta.extra_len > 0 && meta.extra_len > extra_cap)
+		st = zerr(z, DPG_ERR_INVALID, op, "checkpoint %s holds %zu extra bytes, the "
+			  "buffer has room for %zu", meta.stepdir, meta.extra_len, extra_cap);
+	if (st == DPG_OK) {
+		if (meta.extra_len > 0)
+			memcpy(extra, meta.extra, meta.extra_len);
+		if (extra_len)
+			*extra_len = meta.extra_len;
+		step = meta.step;
+	}
+	dpg_ckpt_meta_free(&meta);
+	if ((st = agree(z, st, op)) != DPG_OK)
+		return st;
+	z->step = step;
+	z->micro = 0;
+	if ((st = clear_grads(z)) != DPG_OK)
+		return st;
+	for (int u = 0; u < z->L.nunits; u++)
+		if ((st = dpg_zero_release(z, u)) != DPG_OK)
+			return st;
+	return publish(z);
+}

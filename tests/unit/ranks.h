@@ -1,0 +1,214 @@
+/* ranks.h - the multi-process harness of the runtime's unit tests: fork N
+ * rank processes that join through the environment, as tasks of a job do.
+ * Include after <cmocka.h> and define SECRET_A and MAX_RANKS first. */
+#ifndef DPG_TEST_RANKS_H
+#define DPG_TEST_RANKS_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dpg.h"
+
+extern char **environ;
+
+static int g_rank = -1;
+
+#define CHK(cond, ...)                                                      \
+	do {                                                                \
+		if (!(cond)) {                                              \
+			fprintf(stderr, "rank %d: line %d: check '%s' failed: ", \
+				g_rank, __LINE__, #cond);                   \
+			fprintf(stderr, __VA_ARGS__);                       \
+			fprintf(stderr, "\n");                              \
+			_exit(1);                                           \
+		}                                                           \
+	} while (0)
+
+#define CHK_OK(ctx, expr)                                                   \
+	do {                                                                \
+		dpg_status_t st_ = (expr);                                  \
+		CHK(st_ == DPG_OK, "%s -> %s: %s", #expr, dpg_strerror(st_), \
+		    dpg_last_error(ctx));                                   \
+	} while (0)
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Remove every variable a launcher could have left, so that the tests see
+ * only what they set. */
+static void clean_env(void)
+{
+	static const char *const prefixes[] = { "SLURM_", "DPG_", "OMPI_", "PMI_",
+						"PMIX_", "TORCHELASTIC_" };
+	static const char *const names[] = { "RANK", "WORLD_SIZE", "LOCAL_RANK",
+					     "LOCAL_WORLD_SIZE", "NODE_RANK",
+					     "GROUP_RANK", "GROUP_WORLD_SIZE",
+					     "MASTER_ADDR", "MASTER_PORT",
+					     "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+					     "SLURMD_NODENAME" };
+	bool again = true;
+
+	while (again) {
+		again = false;
+		for (char **e = environ; e != NULL && *e != NULL; e++) {
+			char name[256];
+			size_t n = strcspn(*e, "=");
+			bool drop = false;
+
+			if (n >= sizeof(name))
+				continue;
+			memcpy(name, *e, n);
+			name[n] = '\0';
+			for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+				if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+					drop = true;
+			for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+				if (strcmp(name, names[i]) == 0)
+					drop = true;
+			if (drop) {
+				unsetenv(name);
+				again = true;	/* environ changed under us */
+				break;
+			}
+		}
+	}
+}
+
+static void setenv_int(const char *name, long v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%ld", v);
+	setenv(name, buf, 1);
+}
+
+/* ------------------------------------------------ the parent's side */
+
+static uint16_t free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	uint16_t p;
+
+	assert_true(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+	p = ntohs(a.sin_port);
+	close(fd);
+	return p;
+}
+
+struct job {
+	int n;
+	uint16_t port;
+	double timeout_s;		/* DPG_TIMEOUT of the ranks */
+	double limit_s;			/* the parent kills the ranks after this */
+	void (*env)(int rank, const struct job *j);	/* extra per-rank env */
+	void (*body)(int rank, const struct job *j);
+	void *arg;
+};
+
+/* The environment of one rank of a plain N-process job. */
+static void rank_env(int rank, const struct job *j)
+{
+	clean_env();
+	setenv_int("RANK", rank);
+	setenv_int("WORLD_SIZE", j->n);
+	setenv("MASTER_ADDR", "127.0.0.1", 1);
+	setenv_int("MASTER_PORT", j->port);
+	setenv("DPG_SECRET", SECRET_A, 1);
+	setenv("DPG_BACKEND", "cpu", 1);
+	{
+		char t[32];
+
+		snprintf(t, sizeof(t), "%g", j->timeout_s);
+		setenv("DPG_TIMEOUT", t, 1);
+	}
+}
+
+/* Fork j->n ranks, wait for all, return their exit codes in codes[]. */
+static void run_job(struct job *j, int *codes)
+{
+	pid_t pids[MAX_RANKS];
+	double t0 = now_s();
+	int left = j->n;
+
+	assert_true(j->n >= 1 && j->n <= MAX_RANKS);
+	if (j->port == 0)
+		j->port = free_port();
+	if (j->timeout_s <= 0)
+		j->timeout_s = 20;
+	if (j->limit_s <= 0)
+		j->limit_s = j->timeout_s + 30;
+	fflush(stdout);
+	fflush(stderr);
+	for (int r = 0; r < j->n; r++) {
+		pids[r] = fork();
+		assert_true(pids[r] >= 0);
+		if (pids[r] == 0) {
+			g_rank = r;
+			rank_env(r, j);
+			if (j->env != NULL)
+				j->env(r, j);
+			j->body(r, j);
+			fflush(stdout);
+			fflush(stderr);
+			_exit(0);
+		}
+		codes[r] = -1;
+	}
+	while (left > 0) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+
+		if (p > 0) {
+			for (int r = 0; r < j->n; r++)
+				if (pids[r] == p) {
+					codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) :
+						   128 + WTERMSIG(status);
+					left--;
+				}
+			continue;
+		}
+		if (now_s() - t0 > j->limit_s) {
+			for (int r = 0; r < j->n; r++)
+				if (codes[r] == -1) {
+					fprintf(stderr, "rank %d hangs: killed after %.0f s\n",
+						r, j->limit_s);
+					kill(pids[r], SIGKILL);
+				}
+			while (left > 0 && waitpid(-1, &status, 0) > 0)
+				left--;
+			fail_msg("ranks did not finish within %.0f s", j->limit_s);
+		}
+		usleep(10000);
+	}
+}
+
+static void expect_all_ok(struct job *j)
+{
+	int codes[MAX_RANKS];
+
+	run_job(j, codes);
+	for (int r = 0; r < j->n; r++)
+		if (codes[r] != 0)
+			fail_msg("rank %d of %d exited with %d", r, j->n, codes[r]);
+}
+
+#endif

@@ -1,0 +1,625 @@
+/* test_zero.c - the sharded data-parallel step (dpg_zero_*) on the CPU
+ * backend: equivalence across world sizes and stages, determinism, memory
+ * per rank (the ZeRO formula), accumulation, hybrid sharding, checkpoints
+ * resharded on load, and the errors.  Ranks are forked processes that join
+ * through the environment; rank 0 writes the final parameters to a file
+ * that the parent compares. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dpg.h"
+
+#define SECRET_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define MAX_RANKS 8
+
+#include "ranks.h"
+
+/* ------------------------------------------------ the model under test */
+
+#define NP 6
+static const size_t P_NUMEL[NP] = { 37, 5, 130, 1, 64, 19 };
+static const int P_UNIT[NP] = { 0, 0, 1, 1, 2, 2 };
+#define NUNITS 3
+#define TOTAL_NUMEL (37 + 5 + 130 + 1 + 64 + 19)
+
+struct zcfg {
+	int stage;
+	dpg_optimizer_t opt;
+	int shard_size;
+	int accum;
+	long gbatch;		/* samples per optimizer step */
+	int first_step, steps;	/* train steps [first_step, first_step + steps) */
+	float clip;
+	dpg_dtype_t pdt, rdt;
+	char out[256];		/* rank 0 writes the final parameters here */
+	char ckdir[256];
+	int save_after;		/* save when this many steps are done (0: never) */
+	bool load;		/* resume from ckdir first */
+};
+
+static double target(long s, int id, size_t i)
+{
+	return cos(0.013 * (double)s + 0.17 * (double)i + id);
+}
+
+static float weight(long s)
+{
+	return 1.0f + (float)(s % 3);
+}
+
+static float read_param(const void *p, dpg_dtype_t dt, size_t i)
+{
+	if (dt == DPG_F32)
+		return ((const float *)p)[i];
+	{
+		uint32_t b = (uint32_t)((const uint16_t *)p)[i] << 16;
+		float f;
+
+		memcpy(&f, &b, sizeof(f));
+		return f;
+	}
+}
+
+static void init_values(int id, float *v)
+{
+	for (size_t i = 0; i < P_NUMEL[id]; i++)
+		v[i] = 0.1f * sinf(0.7f * (float)i + (float)id);
+}
+
+static dpg_zero_t *make_model(dpg_ctx_t *ctx, const struct zcfg *c)
+{
+	dpg_zero_opts_t o;
+	dpg_zero_t *z = NULL;
+	float v[256];
+
+	dpg_zero_opts_default(&o);
+	o.stage = c->stage;
+	o.optimizer = c->opt;
+	o.shard_size = c->shard_size;
+	o.accum_steps = c->accum;
+	o.clip_norm = c->clip;
+	o.param_dtype = c->pdt;
+	o.reduce_dtype = c->rdt;
+	o.weight_decay = 0.01f;
+	CHK_OK(ctx, dpg_zero_create(ctx, &o, &z));
+	for (int id = 0; id < NP; id++) {
+		char name[16];
+		int got = -1;
+
+		snprintf(name, sizeof(name), "p%d", id);
+		CHK_OK(ctx, dpg_zero_add_param(z, name, P_NUMEL[id], P_UNIT[id], &got));
+		CHK(got == id, "id %d for param %d", got, id);
+	}
+	CHK_OK(ctx, dpg_zero_commit(z));
+	for (int id = 0; id < NP; id++) {
+		init_values(id, v);
+		CHK_OK(ctx, dpg_zero_set_param(z, id, v));
+	}
+	return z;
+}
+
+/* One micro-step's gradients: this rank's micro-batch of the global batch
+ * of `step`, backward over the units in reverse order (stage 3 gathers
+ * each unit, prefetching the one before it). */
+static void micro_step(dpg_ctx_t *ctx, dpg_zero_t *z, const struct zcfg *c, int world,
+		       int rank, long step, int m)
+{
+	long per_rank = c->gbatch / world, B = per_rank / c->accum;
+	long s0 = step * c->gbatch + rank * per_rank + m * B;
+
+	for (int u = NUNITS - 1; u >= 0; u--) {
+		CHK_OK(ctx, dpg_zero_gather(z, u, u > 0 ? u - 1 : -1));
+		for (int id = 0; id < NP; id++) {
+			const void *p;
+			float *g;
+
+			if (P_UNIT[id] != u)
+				continue;
+			p = dpg_zero_param(z, id);
+			g = dpg_zero_grad(z, id);
+			CHK(p != NULL && g != NULL, "param/grad %d of unit %d", id, u);
+			for (size_t i = 0; i < P_NUMEL[id]; i++) {
+				double acc = 0;
+				float pi = read_param(p, c->pdt, i);
+
+				for (long s = s0; s < s0 + B; s++)
+					acc += weight(s) * (pi - target(s, id, i));
+				g[i] += (float)(acc / (double)B);
+			}
+		}
+		CHK_OK(ctx, dpg_zero_release(z, u));
+		CHK_OK(ctx, dpg_zero_grads_ready(z, u));
+	}
+}
+
+/* Every rank takes part (stage 3 gathers); rank 0 writes the file. */
+static void dump_params(dpg_ctx_t *ctx, dpg_zero_t *z, const struct zcfg *c, int rank)
+{
+	FILE *f = NULL;
+
+	if (rank == 0) {
+		f = fopen(c->out, "wb");
+		CHK(f != NULL, "cannot write %s", c->out);
+	}
+	for (int u = 0; u < NUNITS; u++) {
+		CHK_OK(ctx, dpg_zero_gather(z, u, -1));
+		for (int id = 0; id < NP; id++) {
+			const void *p;
+
+			if (P_UNIT[id] != u)
+				continue;
+			p = dpg_zero_param(z, id);
+			CHK(p != NULL, "param %d", id);
+			for (size_t i = 0; f && i < P_NUMEL[id]; i++) {
+				float x = read_param(p, c->pdt, i);
+
+				CHK(fwrite(&x, sizeof(x), 1, f) == 1, "write");
+			}
+		}
+		CHK_OK(ctx, dpg_zero_release(z, u));
+	}
+	if (f)
+		CHK(fclose(f) == 0, "close %s", c->out);
+}
+
+static void body_train(int rank, const struct job *j)
+{
+	const struct zcfg *c = j->arg;
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_t *z;
+	long step = c->first_step;
+	const float lr = c->opt == DPG_OPT_ADAMW ? 0.05f : 0.1f;
+
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	z = make_model(ctx, c);
+	if (c->load) {
+		long next = -1;
+		size_t len = 0;
+
+		CHK_OK(ctx, dpg_zero_load(z, c->ckdir, &next, sizeof(next), &len));
+		CHK(len == sizeof(next) && next == c->first_step, "resumed at %ld (len %zu), "
+		    "expected %d", next, len, c->first_step);
+	}
+	for (; step < c->first_step + c->steps; step++) {
+		dpg_step_stats_t st;
+
+		for (int m = 0; m < c->accum; m++) {
+			micro_step(ctx, z, c, j->n, rank, step, m);
+			CHK_OK(ctx, dpg_zero_step(z, lr, &st));
+			CHK(st.stepped == (m == c->accum - 1), "stepped %d at micro %d", st.stepped, m);
+		}
+		CHK(st.step == step + 1, "step count %ld, expected %ld", st.step, step + 1);
+		CHK(st.grad_norm > 0 && isfinite(st.grad_norm), "grad norm %g", st.grad_norm);
+		CHK(c->clip <= 0 || st.grad_norm * st.clip_scale <= c->clip * 1.0001,
+		    "clipped norm %g > %g", st.grad_norm * st.clip_scale, (double)c->clip);
+		if (c->save_after > 0 && step + 1 == c->save_after) {
+			long next = step + 1;
+
+			CHK_OK(ctx, dpg_zero_save(z, c->ckdir, &next, sizeof(next)));
+		}
+	}
+	dump_params(ctx, z, c, rank);
+	CHK_OK(ctx, dpg_zero_destroy(z));
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+/* ------------------------------------------------ parent side */
+
+static char g_tmp[128];
+
+static int setup_tmp(void **state)
+{
+	(void)state;
+	snprintf(g_tmp, sizeof(g_tmp), "%s/dpg-zero-XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	return mkdtemp(g_tmp) ? 0 : -1;
+}
+
+static int teardown_tmp(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static struct zcfg base_cfg(int stage, const char *tag)
+{
+	struct zcfg c;
+
+	memset(&c, 0, sizeof(c));
+	c.stage = stage;
+	c.opt = DPG_OPT_ADAMW;
+	c.accum = 1;
+	c.gbatch = 24;	/* divides over 1, 2, 3 and 4 ranks (and 2 micro-steps) */
+	c.steps = 5;
+	c.pdt = DPG_F32;
+	c.rdt = DPG_F32;
+	snprintf(c.out, sizeof(c.out), "%s/%s.bin", g_tmp, tag);
+	return c;
+}
+
+static void train(struct zcfg *c, int world)
+{
+	struct job j = { .n = world, .body = body_train, .arg = c, .timeout_s = 30 };
+
+	expect_all_ok(&j);
+}
+
+static void load_file(const char *path, float *v)
+{
+	FILE *f = fopen(path, "rb");
+
+	assert_non_null(f);
+	assert_int_equal(fread(v, sizeof(float), TOTAL_NUMEL, f), TOTAL_NUMEL);
+	fclose(f);
+}
+
+/* max |a-b| / max(1, |a|) over the model */
+static double max_rel_diff(const char *a, const char *b)
+{
+	static float x[TOTAL_NUMEL], y[TOTAL_NUMEL];
+	double m = 0;
+
+	load_file(a, x);
+	load_file(b, y);
+	for (int i = 0; i < TOTAL_NUMEL; i++) {
+		double d = fabs((double)x[i] - y[i]) / fmax(1.0, fabs((double)x[i]));
+
+		if (!(d <= m))
+			m = isnan(d) ? INFINITY : d;
+	}
+	return m;
+}
+
+static bool same_bytes(const char *a, const char *b)
+{
+	static float x[TOTAL_NUMEL], y[TOTAL_NUMEL];
+
+	load_file(a, x);
+	load_file(b, y);
+	return memcmp(x, y, sizeof(x)) == 0;
+}
+
+/* the single-process reference of a configuration */
+static struct zcfg reference(const struct zcfg *c, const char *tag)
+{
+	struct zcfg r = *c;
+
+	r.stage = 1;
+	r.shard_size = 0;
+	r.accum = 1;
+	r.save_after = 0;
+	r.load = false;
+	snprintf(r.out, sizeof(r.out), "%s/%s.bin", g_tmp, tag);
+	train(&r, 1);
+	return r;
+}
+
+/* ------------------------------------------------ tests */
+
+static void expect_close(const struct zcfg *ref, const struct zcfg *c, double tol,
+			 const char *what)
+{
+	double d = max_rel_diff(ref->out, c->out);
+
+	if (!(d <= tol))
+		fail_msg("%s: max relative difference %g > %g", what, d, tol);
+	/* the run moved the parameters (a test that cannot fail is no test) */
+	{
+		static float x[TOTAL_NUMEL];
+		float v[256];
+		double moved = 0;
+		int k = 0;
+
+		load_file(c->out, x);
+		for (int id = 0; id < NP; id++) {
+			init_values(id, v);
+			for (size_t i = 0; i < P_NUMEL[id]; i++, k++)
+				moved = fmax(moved, fabs((double)x[k] - v[i]));
+		}
+		if (!(moved > 1e-3))
+			fail_msg("%s: parameters did not move (max change %g)", what, moved);
+	}
+}
+
+static void test_equivalence(int stage, dpg_optimizer_t opt)
+{
+	struct zcfg c = base_cfg(stage, "ref");
+	struct zcfg ref;
+
+	c.opt = opt;
+	ref = reference(&c, "ref");
+	for (int w = 1; w <= 4; w++) {
+		char tag[32];
+
+		snprintf(tag, sizeof(tag), "s%d-w%d", stage, w);
+		c = base_cfg(stage, tag);
+		c.opt = opt;
+		train(&c, w);
+		expect_close(&ref, &c, 2e-5, tag);
+	}
+}
+
+static void test_stage1_adamw(void **state) { (void)state; test_equivalence(1, DPG_OPT_ADAMW); }
+static void test_stage2_adamw(void **state) { (void)state; test_equivalence(2, DPG_OPT_ADAMW); }
+static void test_stage3_adamw(void **state) { (void)state; test_equivalence(3, DPG_OPT_ADAMW); }
+static void test_stage2_sgd(void **state) { (void)state; test_equivalence(2, DPG_OPT_SGD); }
+
+static void test_bitwise_same_world(void **state)
+{
+	struct zcfg a = base_cfg(3, "bw-a"), b = base_cfg(3, "bw-b");
+
+	(void)state;
+	train(&a, 3);
+	train(&b, 3);
+	assert_true(same_bytes(a.out, b.out));
+	a = base_cfg(1, "bw-c");
+	b = base_cfg(1, "bw-d");
+	a.clip = b.clip = 0.5f;
+	train(&a, 4);
+	train(&b, 4);
+	assert_true(same_bytes(a.out, b.out));
+}
+
+static void test_clip_accum_hybrid(void **state)
+{
+	struct zcfg c = base_cfg(2, "cah"), ref;
+
+	(void)state;
+	c.clip = 0.5f;	/* the gradients' norm is above 0.5: clipping is active */
+	ref = reference(&c, "cah-ref");
+	c.accum = 2;
+	snprintf(c.out, sizeof(c.out), "%s/cah-acc.bin", g_tmp);
+	train(&c, 2);
+	expect_close(&ref, &c, 2e-5, "stage 2, 2 ranks x 2 micro-steps, clip 0.5");
+	c = base_cfg(3, "cah-hyb");
+	c.clip = 0.5f;
+	c.shard_size = 2;
+	train(&c, 4);
+	expect_close(&ref, &c, 2e-5, "stage 3, hybrid: 2 groups of 2");
+	c = base_cfg(1, "cah-hyb1");
+	c.clip = 0.5f;
+	c.shard_size = 1;	/* pure replication: plain DDP */
+	train(&c, 2);
+	expect_close(&ref, &c, 2e-5, "stage 1, shard_size 1 (DDP)");
+}
+
+static void test_bf16(void **state)
+{
+	struct zcfg c = base_cfg(2, "bf"), ref;
+
+	(void)state;
+	ref = reference(&c, "bf-ref");
+	c.rdt = DPG_BF16;
+	train(&c, 3);
+	expect_close(&ref, &c, 2e-2, "bf16 reduction");
+	c = base_cfg(3, "bf-p");
+	c.pdt = DPG_BF16;
+	c.rdt = DPG_BF16;
+	train(&c, 2);
+	expect_close(&ref, &c, 3e-2, "bf16 working parameters and reduction");
+}
+
+static void test_checkpoint_reshard(void **state)
+{
+	struct zcfg full = base_cfg(2, "ck-full"), a, b;
+
+	(void)state;
+	full.steps = 6;
+	train(&full, 4);
+	/* world 4 saves after 3 steps (and goes on: the same run) */
+	a = base_cfg(2, "ck-a");
+	a.steps = 6;
+	a.save_after = 3;
+	snprintf(a.ckdir, sizeof(a.ckdir), "%s/ckpt", g_tmp);
+	train(&a, 4);
+	assert_true(same_bytes(full.out, a.out));	/* saving changes nothing */
+	for (int w = 1; w <= 3; w++) {
+		char tag[32];
+
+		snprintf(tag, sizeof(tag), "ck-resume-w%d", w);
+		b = base_cfg(w == 3 ? 3 : 1, tag);	/* and another stage */
+		b.first_step = 3;
+		b.steps = 3;
+		b.load = true;
+		memcpy(b.ckdir, a.ckdir, sizeof(b.ckdir));
+		train(&b, w);
+		expect_close(&full, &b, 2e-5, tag);
+	}
+}
+
+/* ---- memory per rank: the ZeRO formula ---- */
+
+struct memcfg {
+	int stage;
+	dpg_dtype_t pdt;
+	int shard_size;
+};
+
+static void body_memory(int rank, const struct job *j)
+{
+	const struct memcfg *m = j->arg;
+	struct zcfg c = base_cfg(m->stage, "mem");
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_mem_t mem;
+	dpg_zero_t *z;
+	size_t P, S, ps = m->pdt == DPG_BF16 ? 2 : 4;
+	int n;
+
+	c.pdt = m->pdt;
+	c.shard_size = m->shard_size;
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	n = m->shard_size ? m->shard_size : j->n;
+	z = make_model(ctx, &c);
+	CHK_OK(ctx, dpg_zero_memory(z, &mem));
+	P = mem.padded_numel;
+	S = mem.shard_numel;
+	CHK(P >= TOTAL_NUMEL && P < TOTAL_NUMEL + (size_t)NUNITS * n * 16, "padded %zu", P);
+	CHK(S * (size_t)n == P, "shard %zu x %d != padded %zu", S, n, P);
+	/* optimizer state: fp32 master + two AdamW moments = 12 bytes / shard element */
+	CHK(mem.optim_bytes == 12 * S, "optim %zu, expected 12 x %zu", mem.optim_bytes, S);
+	if (m->stage == 1) {
+		CHK(mem.param_bytes == ps * P, "param %zu, expected %zu x %zu", mem.param_bytes, ps, P);
+		CHK(mem.grad_bytes == 4 * P, "grad %zu, expected 4 x %zu", mem.grad_bytes, P);
+	} else if (m->stage == 2) {
+		CHK(mem.param_bytes == ps * P, "param %zu", mem.param_bytes);
+		CHK(mem.grad_bytes == 4 * S, "grad %zu, expected 4 x %zu", mem.grad_bytes, S);
+	} else {
+		CHK(mem.param_bytes == ps * S, "param %zu, expected %zu x %zu", mem.param_bytes, ps, S);
+		CHK(mem.grad_bytes == 4 * S, "grad %zu", mem.grad_bytes);
+	}
+	/* one step, then the same figures at rest */
+	micro_step(ctx, z, &c, j->n, rank, 0, 0);
+	CHK_OK(ctx, dpg_zero_step(z, 0.01f, NULL));
+	{
+		dpg_zero_mem_t after;
+
+		CHK_OK(ctx, dpg_zero_memory(z, &after));
+		CHK(after.param_bytes == mem.param_bytes && after.grad_bytes == mem.grad_bytes &&
+		    after.optim_bytes == mem.optim_bytes, "memory at rest changed after a step: "
+		    "%zu/%zu/%zu -> %zu/%zu/%zu", mem.param_bytes, mem.grad_bytes,
+		    mem.optim_bytes, after.param_bytes, after.grad_bytes, after.optim_bytes);
+	}
+	if (m->stage == 3) {
+		/* gather(0, next 1): both units' buffers exist, unit 2's does not */
+		dpg_zero_mem_t g;
+		size_t u0, u1;
+
+		CHK_OK(ctx, dpg_zero_gather(z, 0, 1));
+		CHK(dpg_zero_param(z, 4) == NULL, "unit 2 visible without a gather");
+		CHK_OK(ctx, dpg_zero_gather(z, 1, -1));
+		CHK(dpg_zero_param(z, 0) && dpg_zero_param(z, 2), "gathered units not visible");
+		CHK_OK(ctx, dpg_zero_memory(z, &g));
+		u0 = (37 + 5 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
+		u1 = (130 + 1 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
+		CHK(g.param_bytes == ps * (S + u0 + u1), "gathered: %zu, expected %zu",
+		    g.param_bytes, ps * (S + u0 + u1));
+		CHK_OK(ctx, dpg_zero_release(z, 0));
+		CHK_OK(ctx, dpg_zero_release(z, 1));
+	}
+	CHK_OK(ctx, dpg_zero_destroy(z));
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+static void test_memory_formula(void **state)
+{
+	(void)state;
+	for (int stage = 1; stage <= 3; stage++)
+		for (int w = 1; w <= 4; w += 3) {
+			struct memcfg m = { stage, stage == 2 ? DPG_BF16 : DPG_F32, 0 };
+			struct job j = { .n = w, .body = body_memory, .arg = &m };
+
+			expect_all_ok(&j);
+		}
+	{
+		struct memcfg m = { 3, DPG_F32, 2 };
+		struct job j = { .n = 4, .body = body_memory, .arg = &m };
+
+		expect_all_ok(&j);
+	}
+}
+
+/* ---- errors ---- */
+
+static void body_errors(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_opts_t o;
+	dpg_zero_t *z = NULL;
+	int k = 0;
+	struct zcfg c = base_cfg(1, "err");
+
+	(void)rank;
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	CHK(dpg_accum_steps(ctx, 96, 8, 4, &k) == DPG_OK && k == 3, "k %d", k);
+	CHK(dpg_accum_steps(ctx, 100, 8, 4, &k) == DPG_ERR_INVALID, "100/(8x4) accepted");
+	CHK(strstr(dpg_last_error(ctx), "100") && strstr(dpg_last_error(ctx), "micro batch 8"),
+	    "message: %s", dpg_last_error(ctx));
+	dpg_zero_opts_default(&o);
+	o.stage = 4;
+	CHK(dpg_zero_create(ctx, &o, &z) == DPG_ERR_INVALID && z == NULL, "stage 4");
+	CHK(strstr(dpg_last_error(ctx), "stage 4"), "message: %s", dpg_last_error(ctx));
+	dpg_zero_opts_default(&o);
+	o.shard_size = 3;
+	CHK(dpg_zero_create(ctx, &o, &z) == DPG_ERR_INVALID, "shard_size 3 of %d", j->n);
+	dpg_zero_opts_default(&o);
+	CHK_OK(ctx, dpg_zero_create(ctx, &o, &z));
+	CHK(dpg_zero_add_param(z, "a", 10, 1, NULL) == DPG_ERR_INVALID, "first unit 1");
+	CHK(dpg_zero_add_param(z, "a", 0, 0, NULL) == DPG_ERR_INVALID, "zero numel");
+	CHK(dpg_zero_step(z, 0.1f, NULL) == DPG_ERR_INVALID, "step before commit");
+	CHK_OK(ctx, dpg_zero_add_param(z, "a", 10, 0, NULL));
+	CHK(dpg_zero_add_param(z, "b", 10, 2, NULL) == DPG_ERR_INVALID, "unit 0 -> 2");
+	CHK_OK(ctx, dpg_zero_commit(z));
+	CHK(dpg_zero_add_param(z, "c", 10, 0, NULL) == DPG_ERR_INVALID, "after commit");
+	CHK(dpg_zero_grad(z, 1) == NULL && dpg_zero_param(z, -1) == NULL, "bad ids");
+	CHK(dpg_zero_step(z, NAN, NULL) == DPG_ERR_INVALID, "NaN lr");
+	snprintf(c.ckdir, sizeof(c.ckdir), "%s/nonexistent-%d", g_tmp, j->n);
+	CHK(dpg_zero_load(z, c.ckdir, NULL, 0, NULL) != DPG_OK, "load from nowhere");
+	CHK(strstr(dpg_last_error(ctx), "nonexistent"), "message: %s", dpg_last_error(ctx));
+	dpg_zero_grad(z, 0)[3] = NAN;
+	CHK(dpg_zero_step(z, 0.1f, NULL) == DPG_ERR_INVALID, "NaN gradient accepted");
+	CHK(strstr(dpg_last_error(ctx), "NaN"), "message: %s", dpg_last_error(ctx));
+	CHK_OK(ctx, dpg_zero_destroy(z));
+	/* a different model refuses the checkpoint of another */
+	{
+		struct zcfg a = base_cfg(2, "err-a");
+		dpg_zero_t *z2;
+
+		snprintf(a.ckdir, sizeof(a.ckdir), "%s/ckerr-%d", g_tmp, j->n);
+		z2 = make_model(ctx, &a);
+		CHK_OK(ctx, dpg_zero_save(z2, a.ckdir, NULL, 0));
+		CHK_OK(ctx, dpg_zero_destroy(z2));
+		dpg_zero_opts_default(&o);
+		CHK_OK(ctx, dpg_zero_create(ctx, &o, &z));
+		CHK_OK(ctx, dpg_zero_add_param(z, "p0", 37, 0, NULL));
+		CHK_OK(ctx, dpg_zero_add_param(z, "p1", 6, 0, NULL));
+		CHK_OK(ctx, dpg_zero_commit(z));
+		CHK(dpg_zero_load(z, a.ckdir, NULL, 0, NULL) == DPG_ERR_INVALID, "other model loaded");
+		CHK(strstr(dpg_last_error(ctx), "p1") || strstr(dpg_last_error(ctx), "parameter"),
+		    "message: %s", dpg_last_error(ctx));
+		CHK_OK(ctx, dpg_zero_destroy(z));
+	}
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+static void test_errors(void **state)
+{
+	struct job j1 = { .n = 1, .body = body_errors };
+	struct job j2 = { .n = 2, .body = body_errors };
+
+	(void)state;
+	expect_all_ok(&j1);
+	expect_all_ok(&j2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stage1_adamw),
+		cmocka_unit_test(test_stage2_adamw),
+		cmocka_unit_test(test_stage3_adamw),
+		cmocka_unit_test(test_stage2_sgd),
+		cmocka_unit_test(test_bitwise_same_world),
+		cmocka_unit_test(test_clip_accum_hybrid),
+		cmocka_unit_test(test_bf16),
+		cmocka_unit_test(test_checkpoint_reshard),
+		cmocka_unit_test(test_memory_formula),
+		cmocka_unit_test(test_errors),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
+}
