@@ -9,9 +9,14 @@
 #include "opts.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <hwloc.h>
 
@@ -1058,4 +1063,130 @@ int dpg_topo_load_live(struct dpg_topo **out, struct dpg_err *err)
 	(void)out;
 	return dpg_errf(err, "live topology needs hwloc >= 2.1 (to keep its GPU backends off); use topology_xml=");
 #endif
+}
+
+/* ------------------------------------------------------------ isolation */
+
+static long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The child: parse, send the verdict ('0' or '1' + message), leave. */
+static void precheck_child(const char *path, int fd)
+{
+	struct dpg_err e = { "" };
+	struct dpg_topo *t = NULL;
+	char msg[1 + sizeof(e.msg)];
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+	size_t len, i;
+
+	/* inherited handlers (slurmstepd's, a test runner's) must not run
+	 * here: a crash is the verdict */
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+	if (dpg_topo_load_xml(path, &t, &e) == 0) {
+		dpg_topo_free(t);
+		msg[0] = '0';
+		len = 1;
+	} else {
+		msg[0] = '1';
+		len = strnlen(e.msg, sizeof(e.msg) - 1);
+		memcpy(msg + 1, e.msg, len);
+		len++;
+	}
+	if (write(fd, msg, len) < 0)
+		_exit(3);
+	_exit(0);
+}
+
+/* Read the child's verdict until EOF or the deadline; returns bytes read. */
+static size_t read_verdict(int fd, char *buf, size_t cap, long deadline, int *timed_out)
+{
+	size_t got = 0;
+
+	*timed_out = 0;
+	while (got < cap) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long left = deadline - mono_ms();
+		ssize_t n;
+		int r;
+
+		if (left <= 0) {
+			*timed_out = 1;
+			break;
+		}
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			*timed_out = r == 0;
+			break;
+		}
+		n = read(fd, buf + got, cap - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	return got;
+}
+
+int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo **out,
+			       struct dpg_err *err)
+{
+	char q[200], buf[1 + DPG_ERR_MSG_MAX];
+	int fds[2], st = 0, timed_out;
+	long deadline;
+	size_t got;
+	pid_t pid;
+
+	if (out == NULL)
+		return dpg_errf(err, "dpg_topo_load_xml_isolated: no output");
+	*out = NULL;
+	if (path == NULL || path[0] == '\0')
+		return dpg_errf(err, "topology XML: no file name");
+	if (pipe(fds) != 0)
+		return dpg_errf(err, "topology XML: pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		int e = errno;
+
+		close(fds[0]);
+		close(fds[1]);
+		return dpg_errf(err, "topology XML: fork: %s", strerror(e));
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		precheck_child(path, fds[1]);
+	}
+	close(fds[1]);
+	deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
+	got = read_verdict(fds[0], buf, sizeof(buf) - 1, deadline, &timed_out);
+	close(fds[0]);
+	if (timed_out)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	buf[got] = '\0';
+	if (timed_out)
+		return dpg_errf(err, "topology XML \"%s\": hwloc did not finish parsing it "
+				"within %d ms: regenerate it with lstopo --of xml",
+				dpg_err_quote(path, q, sizeof(q)), timeout_ms);
+	if (WIFSIGNALED(st))
+		return dpg_errf(err, "topology XML \"%s\" crashed hwloc's parser (signal %d, "
+				"in a child process): the file is malformed; regenerate it "
+				"with lstopo --of xml", dpg_err_quote(path, q, sizeof(q)),
+				WTERMSIG(st));
+	if (got >= 1 && buf[0] == '1')
+		return dpg_errf(err, "%s", buf + 1);
+	if (got != 1 || buf[0] != '0' || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return dpg_errf(err, "topology XML \"%s\": the parsing child failed "
+				"(exit status %d)", dpg_err_quote(path, q, sizeof(q)),
+				WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	return dpg_topo_load_xml(path, out, err);
 }

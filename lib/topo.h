@@ -186,6 +186,15 @@ struct dpg_topo {
 int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
 		      struct dpg_err *err);
 
+/* dpg_topo_load_xml, but the file is parsed first in a forked child with a
+ * deadline of timeout_ms: hwloc (2.9) can crash or spin on a malformed XML
+ * file, and the plugin must never take slurmstepd down.  A child killed by
+ * a signal or past the deadline is a clear error; only a file that parsed
+ * in the child is then loaded here.  Never blocks longer than timeout_ms
+ * (plus the load itself). */
+int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo **out,
+			       struct dpg_err *err);
+
 /* Same, from a buffer holding the XML text. */
 int dpg_topo_load_xml_buffer(const char *buf, size_t len,
 			     struct dpg_topo **out, struct dpg_err *err);

@@ -23,6 +23,10 @@
 #include "plan.h"
 #include "topo.h"
 
+/* deadline of the forked check of the admin's topology XML (hwloc can crash on a
+ * malformed one: the crash must stay in the child) */
+#define DPG_TOPO_PARSE_MS 10000
+
 SPANK_PLUGIN(dpg, 1);
 
 /* Per-process state: SPANK loads the plugin into each srun, sbatch,
@@ -465,7 +469,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		return 0;
 	}
 	if (live ? dpg_topo_load_live(&topo, &err) != 0 :
-	    dpg_topo_load_xml(st.conf.topology_xml, &topo, &err) != 0) {
+	    dpg_topo_load_xml_isolated(st.conf.topology_xml, DPG_TOPO_PARSE_MS, &topo, &err) != 0) {
 		plan_fail("topology", &err);
 		return 0;
 	}
