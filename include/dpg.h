@@ -279,10 +279,12 @@ dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
 dpg_status_t dpg_zero_load(dpg_zero_t *z, const char *dir, void *extra,
 			   size_t extra_cap, size_t *extra_len);
 
-/* ---- training helpers (pure functions) ---- */
+/* ---- training helpers (pure functions: they take no context, so a
+ * failure has no message beyond its status) ---- */
 
-/* Linear warm-up over warmup steps from 0 to lr_max, then cosine decay to
- * lr_min at total steps (lr_min after). */
+/* Linear warm-up: step s < warmup gets lr_max * (s + 1) / warmup (warmup <= 0:
+ * none); then cosine decay from lr_max at step warmup to lr_min at step
+ * total, lr_min after. */
 float dpg_lr_warmup_cosine(long step, long warmup, long total, float lr_max,
 			   float lr_min);
 /* A seed for (base, rank, stream): distinct, well mixed (splitmix64). */
@@ -291,8 +293,9 @@ uint64_t dpg_seed(uint64_t base, int rank, uint64_t stream);
  * a permutation of [0, n_samples) drawn from (seed, epoch); data-parallel
  * rank dp_rank gets indices[0..global_batch/dp_size).  Every sample of an
  * epoch appears once across ranks and steps (the tail that does not fill a
- * batch is dropped).  DPG_ERR_INVALID when dp_size does not divide
- * global_batch or global_batch > n_samples. */
+ * batch is dropped).  DPG_ERR_INVALID for a bad argument (dp_size does not
+ * divide global_batch, global_batch > n_samples, rank out of range, a
+ * negative step, NULL indices); DPG_ERR_NOMEM. */
 dpg_status_t dpg_shard_batch(uint64_t seed, long n_samples, long global_batch,
 			     long step, int dp_rank, int dp_size, long *indices);
 

@@ -358,7 +358,7 @@ static void *pf_main(void *arg)
 		if (rc != 0 && pf->st == DPG_OK) {
 			pf->st = rc < 0 ? (dpg_status_t)-rc : DPG_ERR_BACKEND;
 			snprintf(pf->msg, sizeof(pf->msg), "gather of unit %d (prefetch, all_gather "
-				 "#%" PRIu64 " on %s): %s", u, pf->comm->seq - 1, pf->comm->name,
+				 "#%" PRIu64 " on %.60s): %.380s", u, pf->comm->seq - 1, pf->comm->name,
 				 e.msg[0] ? e.msg : dpg_strerror(pf->st));
 		}
 		z->u[u].gstate = rc == 0 ? UG_READY : UG_FAILED;
@@ -1068,14 +1068,19 @@ dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem)
  * (the first rank's message stays in each failing rank's context). */
 static dpg_status_t agree(struct dpg_zero *z, dpg_status_t mine, const char *op)
 {
+	char saved[DPG_ERR_MSG_MAX];
 	int32_t v = (int32_t)mine;
 	dpg_status_t st;
 
 	if (dpg_world_size(z->ctx) == 1)
 		return mine;
+	/* the allreduce clears the context's message: keep this rank's */
+	snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
 	st = dpg_allreduce(dpg_world(z->ctx), &v, &v, 1, DPG_I32, DPG_MAX, NULL);
 	if (st != DPG_OK)
 		return st;
+	if (mine != DPG_OK)
+		dpg_ctx_seterr(z->ctx, "%s", saved);
 	if (v != DPG_OK && mine == DPG_OK)
 		return zerr(z, (dpg_status_t)v, op, "another rank failed (%s); see its log",
 			    dpg_strerror((dpg_status_t)v));

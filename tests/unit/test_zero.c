@@ -374,27 +374,54 @@ static void test_bitwise_same_world(void **state)
 	assert_true(same_bytes(a.out, b.out));
 }
 
-static void test_clip_accum_hybrid(void **state)
+/* accumulation, hybrid sharding and DDP-style replication against the
+ * single process; once with SGD and no clipping (sensitive to the scale of
+ * the averaged gradient: AdamW and clipping both hide a wrong scale), once
+ * with AdamW and active clipping */
+static void accum_hybrid(dpg_optimizer_t opt, float clip, const char *tag)
 {
-	struct zcfg c = base_cfg(2, "cah"), ref;
+	struct zcfg c = base_cfg(2, tag), ref;
+	char t[64];
 
-	(void)state;
-	c.clip = 0.5f;	/* the gradients' norm is above 0.5: clipping is active */
-	ref = reference(&c, "cah-ref");
+	c.opt = opt;
+	c.clip = clip;
+	snprintf(t, sizeof(t), "%s-ref", tag);
+	ref = reference(&c, t);
 	c.accum = 2;
-	snprintf(c.out, sizeof(c.out), "%s/cah-acc.bin", g_tmp);
+	snprintf(c.out, sizeof(c.out), "%s/%s-acc.bin", g_tmp, tag);
 	train(&c, 2);
-	expect_close(&ref, &c, 2e-5, "stage 2, 2 ranks x 2 micro-steps, clip 0.5");
-	c = base_cfg(3, "cah-hyb");
-	c.clip = 0.5f;
+	expect_close(&ref, &c, 2e-5, "stage 2, 2 ranks x 2 micro-steps");
+	c.accum = 3;
+	c.stage = 1;
+	snprintf(c.out, sizeof(c.out), "%s/%s-acc3.bin", g_tmp, tag);
+	train(&c, 1);
+	expect_close(&ref, &c, 2e-5, "stage 1, 1 rank x 3 micro-steps");
+	c = base_cfg(3, tag);
+	c.opt = opt;
+	c.clip = clip;
 	c.shard_size = 2;
+	snprintf(c.out, sizeof(c.out), "%s/%s-hyb.bin", g_tmp, tag);
 	train(&c, 4);
 	expect_close(&ref, &c, 2e-5, "stage 3, hybrid: 2 groups of 2");
-	c = base_cfg(1, "cah-hyb1");
-	c.clip = 0.5f;
+	c = base_cfg(1, tag);
+	c.opt = opt;
+	c.clip = clip;
 	c.shard_size = 1;	/* pure replication: plain DDP */
+	snprintf(c.out, sizeof(c.out), "%s/%s-ddp.bin", g_tmp, tag);
 	train(&c, 2);
 	expect_close(&ref, &c, 2e-5, "stage 1, shard_size 1 (DDP)");
+}
+
+static void test_accum_hybrid_sgd(void **state)
+{
+	(void)state;
+	accum_hybrid(DPG_OPT_SGD, 0.0f, "ahs");
+}
+
+static void test_accum_hybrid_clip(void **state)
+{
+	(void)state;
+	accum_hybrid(DPG_OPT_ADAMW, 0.5f, "ahc");	/* the norm is above 0.5: clipping acts */
 }
 
 static void test_bf16(void **state)
@@ -613,7 +640,8 @@ int main(void)
 		cmocka_unit_test(test_stage3_adamw),
 		cmocka_unit_test(test_stage2_sgd),
 		cmocka_unit_test(test_bitwise_same_world),
-		cmocka_unit_test(test_clip_accum_hybrid),
+		cmocka_unit_test(test_accum_hybrid_sgd),
+		cmocka_unit_test(test_accum_hybrid_clip),
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_checkpoint_reshard),
 		cmocka_unit_test(test_memory_formula),

@@ -1,0 +1,82 @@
+#!/bin/sh
+# zero_bench.sh - the sharded step (dpg_zero_step) on this machine: step time
+# and per-rank memory versus world size and ZeRO stage, side by side with
+# PyTorch's ZeRO-1 (gloo all-reduce + ZeroRedundancyOptimizer(AdamW)) on the
+# same model shape, interleaved in one run; ratio = torch / dpg step time.
+#
+# Usage: bench/zero_bench.sh [BUILD_DIR] [OUT.md]
+#   BUILD_DIR: a configured and built tree (default build/dev)
+# Environment: NUMEL=8388608 UNITS=8 STEPS=10 WORLDS="1 2 4" STAGES="1 2 3"
+#              PY=/usr/bin/python3 (with torch; the peer is skipped without)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+build=$(cd "${1:-$top/build/dev}" && pwd)
+out=${2:-$top/bench/results/zero.md}
+NUMEL=${NUMEL:-8388608}
+UNITS=${UNITS:-8}
+STEPS=${STEPS:-10}
+WORLDS=${WORLDS:-"1 2 4"}
+STAGES=${STAGES:-"1 2 3"}
+PY=${PY:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+lib=$build/.libs
+[ -f "$lib/libdpg.so" ] || { echo "zero_bench.sh: $lib/libdpg.so not found: build first" >&2; exit 1; }
+cc -std=gnu11 -O2 -I"$top/include" -o "$tmp/zero_bench" "$here/zero_bench.c" \
+	-L"$lib" -Wl,-rpath,"$lib" -ldpg
+have_torch=0
+"$PY" -c 'import torch.distributed.optim' 2>/dev/null && have_torch=1
+
+port=$((29000 + $$ % 2000))
+# run_world W CMD...: W ranks of CMD on loopback; rank 0's output on stdout
+run_world() {
+	w=$1; shift
+	port=$((port + 1))
+	pids=""
+	r=0
+	while [ $r -lt "$w" ]; do
+		RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r LOCAL_WORLD_SIZE=$w MASTER_ADDR=127.0.0.1 \
+		MASTER_PORT=$port DPG_SECRET=$(printf '%064d' 42) DPG_BACKEND=cpu DPG_TIMEOUT=120 \
+		OMP_NUM_THREADS=1 "$@" > "$tmp/out.$r" 2> "$tmp/err.$r" &
+		pids="$pids $!"
+		r=$((r + 1))
+	done
+	rc=0
+	for p in $pids; do wait "$p" || rc=1; done
+	[ $rc = 0 ] || { cat "$tmp"/err.* >&2; return 1; }
+	cat "$tmp/out.0"
+}
+
+{
+	echo "# Sharded step: dpg_zero_step vs PyTorch ZeRO-1, CPU backend"
+	echo
+	echo "\`bench/zero_bench.sh\` on $(nproc) cores ($(uname -m)), $(date -u +%Y-%m-%d):"
+	echo "$NUMEL fp32 parameters in $UNITS units, AdamW, median of $STEPS steps"
+	echo "(a barrier before each).  Memory is per rank, at rest (dpg_zero_memory)."
+	echo "torch: gloo all-reduce of the gradients (as DDP) + ZeroRedundancyOptimizer(AdamW)."
+	echo
+	echo "| world | stage | dpg step ms | torch ZeRO-1 step ms | torch/dpg | param MiB | grad MiB | optim MiB |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+} > "$out.tmp"
+for w in $WORLDS; do
+	tline=""
+	if [ $have_torch = 1 ]; then
+		tline=$(run_world "$w" "$PY" "$here/zero_torch.py" "$NUMEL" "$UNITS" "$STEPS") || tline=""
+	fi
+	tms=$(echo "$tline" | awk '{for (i = 1; i < NF; i++) if ($i == "step_ms") print $(i + 1)}')
+	for s in $STAGES; do
+		line=$(run_world "$w" "$tmp/zero_bench" "$NUMEL" "$UNITS" "$s" "$STEPS")
+		echo "$line"
+		echo "$line" | awk -v t="${tms:-}" -v s="$s" '{
+			for (i = 1; i < NF; i++) v[$i] = $(i + 1)
+			peer = (t != "" && s == 1) ? t : "-"
+			ratio = (t != "" && s == 1) ? sprintf("%.2f", t / v["step_ms"]) : "-"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", v["world"], s, v["step_ms"],
+				peer, ratio, v["param_MiB"], v["grad_MiB"], v["optim_MiB"] }' >> "$out.tmp"
+	done
+done
+mv "$out.tmp" "$out"
+echo "# wrote $out"
+cat "$out"

@@ -1,0 +1,1353 @@
+/* ckpt.c - sharded checkpoints on disk: the versioned, checksummed meta and
+ * shard-RRRRR formats, atomic writes, the latest pointer, resharding reads. */
+#include "ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "sha256.h"
+
+/*
+ * Formats, version 1.  Integers little-endian, floats IEEE-754 binary32
+ * little-endian; every file but latest ends with the SHA-256 of all the
+ * bytes before it.
+ *
+ * meta   "DPGCMETA"  u32 version  u32 nranks  i64 step  u32 optimizer
+ *        u32 nstate  u32 nparams  u32 nunits                       (40 bytes)
+ *        nparams x { char name[64], NUL-padded;  u64 numel;  u32 unit }
+ *        u64 extra_len;  extra_len bytes
+ *        sha256[32]
+ * shard  "DPGCSHRD"  u32 version  u32 rank  u32 nranks  i64 step
+ *        u32 nstate  u32 nunits                                    (36 bytes)
+ *        nunits x { u64 lo;  u64 hi }   unit-flat range of the real elements
+ *        for k < nstate, for u < nunits: hi - lo floats
+ *        sha256[32]
+ * latest "step-%08ld\n"
+ *
+ * Every count read from disk is bounded before it sizes anything: a meta
+ * file is read whole only below CK_META_MAX; a shard file's size must be
+ * the one its (verified) meta implies, and it is streamed through a fixed
+ * buffer.
+ */
+
+#define CK_VERSION 1u
+#define CK_MAGIC_META "DPGCMETA"
+#define CK_MAGIC_SHARD "DPGCSHRD"
+#define CK_MAGIC_LEN 8
+#define CK_SHA DPG_SHA256_LEN
+#define CK_PATH_MAX 4096
+#define CK_MAX_RANKS (1 << 20)
+#define CK_MAX_PARAMS (1 << 20)
+#define CK_MAX_EXTRA ((size_t)64 << 20)
+#define CK_META_HDR 40
+#define CK_PARAM_REC (DPG_ZNAME_MAX + 12)
+#define CK_META_MIN (CK_META_HDR + CK_PARAM_REC + 8 + CK_SHA)
+#define CK_META_MAX \
+	(CK_META_HDR + (size_t)CK_PARAM_REC * CK_MAX_PARAMS + 8 + CK_MAX_EXTRA + CK_SHA)
+#define CK_SHARD_HDR 36
+#define CK_RANGE_REC 16
+#define CK_LATEST_MAX 64
+/* I/O buffer; deliberately not a multiple of 4 so that buffer edges split
+ * floats and the carry-over path runs in every multi-buffer read. */
+#define CK_IOBUF (64 * 1024 + 2)
+
+/* ---------------------------------------------------------------- bytes */
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void encode_floats(unsigned char *p, const float *src, size_t n)
+{
+	size_t i;
+	uint32_t v;
+
+	for (i = 0; i < n; i++) {
+		memcpy(&v, &src[i], sizeof(v));
+		put32(p + 4 * i, v);
+	}
+}
+
+static void decode_floats(float *dst, const unsigned char *p, size_t n)
+{
+	size_t i;
+	uint32_t v;
+
+	for (i = 0; i < n; i++) {
+		v = get32(p + 4 * i);
+		memcpy(&dst[i], &v, sizeof(v));
+	}
+}
+
+/* ---------------------------------------------------------------- syscalls */
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+	const unsigned char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Read n bytes, fewer only at end of file (*got says how many). */
+static int read_full(int fd, void *buf, size_t n, size_t *got)
+{
+	unsigned char *p = buf;
+
+	*got = 0;
+	while (*got < n) {
+		ssize_t r = read(fd, p + *got, n - *got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		*got += (size_t)r;
+	}
+	return 0;
+}
+
+static int pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
+{
+	unsigned char *p = buf;
+
+	*got = 0;
+	while (*got < n) {
+		ssize_t r = pread(fd, p + *got, n - *got, off + (off_t)*got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		*got += (size_t)r;
+	}
+	return 0;
+}
+
+static int fsync_retry(int fd)
+{
+	while (fsync(fd) != 0) {
+		if (errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+/* Make dir's entries durable.  EINVAL: the file system cannot sync a
+ * directory (nothing more to do there). */
+static int fsync_dir(const char *dir, struct dpg_err *err)
+{
+	int fd, e;
+
+	do {
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return dpg_errf(err, "%s: cannot open the directory to sync it: %s", dir,
+				strerror(errno));
+	if (fsync_retry(fd) != 0 && errno != EINVAL) {
+		e = errno;
+		(void)close(fd);
+		return dpg_errf(err, "%s: fsync of the directory failed: %s", dir, strerror(e));
+	}
+	if (close(fd) != 0)
+		return dpg_errf(err, "%s: close of the directory failed: %s", dir,
+				strerror(errno));
+	return 0;
+}
+
+static int open_read(const char *path)
+{
+	int fd;
+
+	do {	/* O_NONBLOCK: a FIFO under a checkpoint name must not block us */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	} while (fd < 0 && errno == EINTR);
+	return fd;
+}
+
+/* A read-only descriptor: nothing can be lost at close, so its result is
+ * of no use. */
+static void close_read(int fd)
+{
+	(void)close(fd);
+}
+
+static int path_join(char *buf, size_t len, const char *a, const char *b,
+		     struct dpg_err *err)
+{
+	int n = snprintf(buf, len, "%s/%s", a, b);
+
+	if (n < 0 || (size_t)n >= len)
+		return dpg_errf(err, "checkpoint path %s/%s is longer than %zu bytes; "
+				"use a shorter directory", a, b, len - 1);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- atomic writer */
+
+/* NAME.tmp.PID, written through a buffer that hashes what passes. */
+struct wfile {
+	const char *dir;		/* NAME's directory (synced after rename) */
+	char path[CK_PATH_MAX];		/* NAME */
+	char tmp[CK_PATH_MAX];		/* NAME.tmp.PID */
+	int fd;
+	int created;			/* tmp exists and is ours to remove */
+	struct dpg_sha256 sha;
+	unsigned char *buf;		/* CK_IOBUF bytes, owned */
+	size_t len;
+};
+
+static int wf_create(struct wfile *w, struct dpg_err *err)
+{
+	int tries = 0, e;
+
+	for (;;) {
+		w->fd = open(w->tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+		if (w->fd >= 0)
+			break;
+		e = errno;
+		if (e == EINTR)
+			continue;
+		/* NAME.tmp.<our pid>: left by a crashed process that had our pid
+		 * (one writer per NAME), so it is stale. */
+		if (e == EEXIST && tries++ == 0 && unlink(w->tmp) == 0)
+			continue;
+		return dpg_errf(err, "%s: cannot create: %s", w->tmp, strerror(e));
+	}
+	w->created = 1;
+	return 0;
+}
+
+static int wf_open(struct wfile *w, const char *dir, const char *name,
+		   struct dpg_err *err)
+{
+	int n;
+
+	memset(w, 0, sizeof(*w));
+	w->fd = -1;
+	w->dir = dir;
+	if (path_join(w->path, sizeof(w->path), dir, name, err) != 0)
+		return -1;
+	n = snprintf(w->tmp, sizeof(w->tmp), "%s.tmp.%ld", w->path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(w->tmp))
+		return dpg_errf(err, "%s: path too long for its temporary name; "
+				"use a shorter directory", w->path);
+	w->buf = malloc(CK_IOBUF);
+	if (!w->buf)
+		return dpg_errf(err, "%s: out of memory for the write buffer", w->path);
+	if (wf_create(w, err) != 0) {
+		free(w->buf);
+		w->buf = NULL;
+		return -1;
+	}
+	dpg_sha256_init(&w->sha);
+	return 0;
+}
+
+/* After any failure (not after a failed wf_open): drop the temporary file. */
+static void wf_abort(struct wfile *w)
+{
+	if (w->fd >= 0)
+		(void)close(w->fd);
+	w->fd = -1;
+	if (w->created)
+		(void)unlink(w->tmp);
+	w->created = 0;
+	free(w->buf);
+	w->buf = NULL;
+}
+
+static int wf_flush(struct wfile *w, struct dpg_err *err)
+{
+	if (w->len > 0 && write_full(w->fd, w->buf, w->len) != 0)
+		return dpg_errf(err, "%s: write failed: %s", w->tmp, strerror(errno));
+	w->len = 0;
+	return 0;
+}
+
+/* Append n bytes, hashed unless raw. */
+static int wf_append(struct wfile *w, const void *data, size_t n, int raw,
+		     struct dpg_err *err)
+{
+	const unsigned char *p = data;
+
+	if (!raw)
+		dpg_sha256_update(&w->sha, p, n);
+	while (n > 0) {
+		size_t m;
+
+		if (w->len == CK_IOBUF && wf_flush(w, err) != 0)
+			return -1;
+		m = CK_IOBUF - w->len;
+		if (m > n)
+			m = n;
+		memcpy(w->buf + w->len, p, m);
+		w->len += m;
+		p += m;
+		n -= m;
+	}
+	return 0;
+}
+
+static int wf_put(struct wfile *w, const void *data, size_t n, struct dpg_err *err)
+{
+	return wf_append(w, data, n, 0, err);
+}
+
+static int wf_floats(struct wfile *w, const float *src, size_t n, struct dpg_err *err)
+{
+	while (n > 0) {
+		size_t m;
+
+		if (CK_IOBUF - w->len < 4 && wf_flush(w, err) != 0)
+			return -1;
+		m = (CK_IOBUF - w->len) / 4;
+		if (m > n)
+			m = n;
+		encode_floats(w->buf + w->len, src, m);
+		dpg_sha256_update(&w->sha, w->buf + w->len, 4 * m);
+		w->len += 4 * m;
+		src += m;
+		n -= m;
+	}
+	return 0;
+}
+
+/* Append the digest (with_sha), flush, fsync, close, rename over NAME and
+ * sync the directory.  On failure the caller calls wf_abort. */
+static int wf_finish(struct wfile *w, int with_sha, struct dpg_err *err)
+{
+	uint8_t digest[CK_SHA];
+	int fd;
+
+	if (with_sha) {
+		dpg_sha256_final(&w->sha, digest);
+		if (wf_append(w, digest, sizeof(digest), 1, err) != 0)
+			return -1;
+	}
+	if (wf_flush(w, err) != 0)
+		return -1;
+	if (fsync_retry(w->fd) != 0)
+		return dpg_errf(err, "%s: fsync failed: %s", w->tmp, strerror(errno));
+	fd = w->fd;
+	w->fd = -1;
+	if (close(fd) != 0)
+		return dpg_errf(err, "%s: close failed: %s", w->tmp, strerror(errno));
+	if (rename(w->tmp, w->path) != 0)
+		return dpg_errf(err, "%s: cannot rename to %s: %s", w->tmp, w->path,
+				strerror(errno));
+	w->created = 0;
+	free(w->buf);
+	w->buf = NULL;
+	return fsync_dir(w->dir, err);
+}
+
+/* ---------------------------------------------------------------- names, dirs */
+
+int dpg_ckpt_stepdir(const char *dir, long step, char *buf, size_t len,
+		     struct dpg_err *err)
+{
+	int n;
+
+	if (!dir || !*dir)
+		return dpg_errf(err, "checkpoint: no directory given");
+	if (step < 0)
+		return dpg_errf(err, "checkpoint %s: step %ld is negative", dir, step);
+	n = snprintf(buf, len, "%s/step-%08ld", dir, step);
+	if (n < 0 || (size_t)n >= len)
+		return dpg_errf(err, "checkpoint %s: the step directory name is longer "
+				"than %zu bytes; use a shorter directory", dir,
+				len ? len - 1 : 0);
+	return 0;
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* mkdir path (its parent exists); sync the parent when it was created. */
+static int mkdir_one(char *path, struct dpg_err *err)
+{
+	char *slash;
+	int rc;
+
+	if (mkdir(path, 0755) != 0) {
+		int e = errno;
+
+		if (is_dir(path))
+			return 0;	/* EEXIST, or EACCES/EROFS on one that exists */
+		if (e == EEXIST)
+			return dpg_errf(err, "%s exists and is not a directory; "
+					"choose another checkpoint directory", path);
+		return dpg_errf(err, "%s: cannot create the checkpoint directory: %s",
+				path, strerror(e));
+	}
+	slash = strrchr(path, '/');
+	if (!slash)
+		return fsync_dir(".", err);
+	if (slash == path)
+		return fsync_dir("/", err);
+	*slash = '\0';
+	rc = fsync_dir(path, err);
+	*slash = '/';
+	return rc;
+}
+
+static int mkdir_p(const char *dir, struct dpg_err *err)
+{
+	char buf[CK_PATH_MAX];
+	size_t n = strlen(dir), i;
+
+	if (n >= sizeof(buf))
+		return dpg_errf(err, "checkpoint directory %.64s... is longer than %zu bytes",
+				dir, sizeof(buf) - 1);
+	memcpy(buf, dir, n + 1);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	for (i = 1; i < n; i++) {
+		if (buf[i] != '/' || buf[i - 1] == '/')
+			continue;
+		buf[i] = '\0';
+		if (mkdir_one(buf, err) != 0)
+			return -1;
+		buf[i] = '/';
+	}
+	return mkdir_one(buf, err);
+}
+
+int dpg_ckpt_prepare(const char *dir, long step, struct dpg_err *err)
+{
+	char sd[CK_PATH_MAX];
+
+	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err) != 0)
+		return -1;
+	if (mkdir_p(dir, err) != 0)
+		return -1;
+	return mkdir_one(sd, err);
+}
+
+/* ---------------------------------------------------------------- writing */
+
+static int check_layout_args(const struct dpg_zlayout *L, int nstate, const char *what,
+			     struct dpg_err *err)
+{
+	if (!L || L->nranks <= 0 || L->nunits <= 0 || !L->u || !L->p)
+		return dpg_errf(err, "%s: the layout is not built", what);
+	if (L->nranks > CK_MAX_RANKS)
+		return dpg_errf(err, "%s: a shard group of %d ranks; checkpoints hold at "
+				"most %d", what, L->nranks, CK_MAX_RANKS);
+	if (nstate < 1 || nstate > DPG_CKPT_MAX_STATE)
+		return dpg_errf(err, "%s: %d state arrays; 1 to %d are possible", what,
+				nstate, DPG_CKPT_MAX_STATE);
+	return 0;
+}
+
+static int check_state_args(const struct dpg_zlayout *L, int rank, int nstate,
+			    float *const *state, const char *what, struct dpg_err *err)
+{
+	int k;
+
+	if (check_layout_args(L, nstate, what, err) != 0)
+		return -1;
+	if (rank < 0 || rank >= L->nranks)
+		return dpg_errf(err, "%s: rank %d outside the shard group of %d", what, rank,
+				L->nranks);
+	if (!state)
+		return dpg_errf(err, "%s: no state arrays given", what);
+	for (k = 0; k < nstate; k++)
+		if (!state[k])
+			return dpg_errf(err, "%s: state array %d is NULL", what, k);
+	return 0;
+}
+
+static int shard_write_body(struct wfile *w, long step, const struct dpg_zlayout *L,
+			    int rank, int nstate, float *const *state,
+			    struct dpg_err *err)
+{
+	unsigned char h[CK_SHARD_HDR], rec[CK_RANGE_REC];
+	size_t lo, hi;
+	int u, k;
+
+	memcpy(h, CK_MAGIC_SHARD, CK_MAGIC_LEN);
+	put32(h + 8, CK_VERSION);
+	put32(h + 12, (uint32_t)rank);
+	put32(h + 16, (uint32_t)L->nranks);
+	put64(h + 20, (uint64_t)step);
+	put32(h + 28, (uint32_t)nstate);
+	put32(h + 32, (uint32_t)L->nunits);
+	if (wf_put(w, h, sizeof(h), err) != 0)
+		return -1;
+	for (u = 0; u < L->nunits; u++) {
+		dpg_zlayout_shard_range(L, u, rank, &lo, &hi);
+		put64(rec, lo);
+		put64(rec + 8, hi);
+		if (wf_put(w, rec, sizeof(rec), err) != 0)
+			return -1;
+	}
+	for (k = 0; k < nstate; k++) {
+		for (u = 0; u < L->nunits; u++) {
+			const struct dpg_zunit *U = &L->u[u];
+
+			const float *src;
+
+			dpg_zlayout_shard_range(L, u, rank, &lo, &hi);
+			if (hi <= lo)
+				continue;	/* only padding here */
+			src = state[k] + U->shard_off + (lo - (size_t)rank * U->shard);
+			if (wf_floats(w, src, hi - lo, err) != 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+int dpg_ckpt_write_shard(const char *dir, long step, const struct dpg_zlayout *L,
+			 int rank, int nstate, float *const *state,
+			 struct dpg_err *err)
+{
+	char sd[CK_PATH_MAX], name[32];
+	struct wfile w;
+
+	if (check_state_args(L, rank, nstate, state, "checkpoint shard", err) != 0)
+		return -1;
+	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err) != 0)
+		return -1;
+	snprintf(name, sizeof(name), "shard-%05d", rank);
+	if (wf_open(&w, sd, name, err) != 0)
+		return -1;
+	if (shard_write_body(&w, step, L, rank, nstate, state, err) != 0 ||
+	    wf_finish(&w, 1, err) != 0) {
+		wf_abort(&w);
+		return -1;
+	}
+	return 0;
+}
+
+static int meta_write_body(struct wfile *w, long step, const struct dpg_zlayout *L,
+			   int optimizer, int nstate, const void *extra,
+			   size_t extra_len, struct dpg_err *err)
+{
+	unsigned char h[CK_META_HDR], rec[CK_PARAM_REC], x[8];
+	int i;
+
+	memcpy(h, CK_MAGIC_META, CK_MAGIC_LEN);
+	put32(h + 8, CK_VERSION);
+	put32(h + 12, (uint32_t)L->nranks);
+	put64(h + 16, (uint64_t)step);
+	put32(h + 24, (uint32_t)optimizer);
+	put32(h + 28, (uint32_t)nstate);
+	put32(h + 32, (uint32_t)L->nparams);
+	put32(h + 36, (uint32_t)L->nunits);
+	if (wf_put(w, h, sizeof(h), err) != 0)
+		return -1;
+	for (i = 0; i < L->nparams; i++) {
+		const struct dpg_zparam *p = &L->p[i];
+
+		memset(rec, 0, sizeof(rec));
+		memcpy(rec, p->name, strnlen(p->name, DPG_ZNAME_MAX - 1));
+		put64(rec + DPG_ZNAME_MAX, p->numel);
+		put32(rec + DPG_ZNAME_MAX + 8, (uint32_t)p->unit);
+		if (wf_put(w, rec, sizeof(rec), err) != 0)
+			return -1;
+	}
+	put64(x, extra_len);
+	if (wf_put(w, x, sizeof(x), err) != 0)
+		return -1;
+	return extra_len ? wf_put(w, extra, extra_len, err) : 0;
+}
+
+static int write_meta(const char *sd, long step, const struct dpg_zlayout *L,
+		      int optimizer, int nstate, const void *extra, size_t extra_len,
+		      struct dpg_err *err)
+{
+	struct wfile w;
+
+	if (wf_open(&w, sd, "meta", err) != 0)
+		return -1;
+	if (meta_write_body(&w, step, L, optimizer, nstate, extra, extra_len, err) != 0 ||
+	    wf_finish(&w, 1, err) != 0) {
+		wf_abort(&w);
+		return -1;
+	}
+	return 0;
+}
+
+static int write_latest(const char *dir, long step, struct dpg_err *err)
+{
+	char text[CK_LATEST_MAX];
+	struct wfile w;
+	int n;
+
+	n = snprintf(text, sizeof(text), "step-%08ld\n", step);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		return dpg_errf(err, "checkpoint %s: step %ld too large", dir, step);
+	if (wf_open(&w, dir, "latest", err) != 0)
+		return -1;
+	if (wf_put(&w, text, (size_t)n, err) != 0 || wf_finish(&w, 0, err) != 0) {
+		wf_abort(&w);
+		return -1;
+	}
+	return 0;
+}
+
+int dpg_ckpt_commit(const char *dir, long step, const struct dpg_zlayout *L,
+		    int optimizer, int nstate, const void *extra, size_t extra_len,
+		    struct dpg_err *err)
+{
+	char sd[CK_PATH_MAX];
+	static const char what[] = "checkpoint metadata";
+
+	if (check_layout_args(L, nstate, what, err) != 0)
+		return -1;
+	if (L->nparams > CK_MAX_PARAMS)
+		return dpg_errf(err, "%s: %d parameters; checkpoints hold at most %d", what,
+				L->nparams, CK_MAX_PARAMS);
+	if (optimizer < 0)
+		return dpg_errf(err, "%s: optimizer %d is negative", what, optimizer);
+	if (extra_len > CK_MAX_EXTRA)
+		return dpg_errf(err, "%s: %zu extra bytes; at most %zu can be saved", what,
+				extra_len, CK_MAX_EXTRA);
+	if (extra_len > 0 && !extra)
+		return dpg_errf(err, "%s: %zu extra bytes but no buffer", what, extra_len);
+	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err) != 0)
+		return -1;
+	if (write_meta(sd, step, L, optimizer, nstate, extra, extra_len, err) != 0)
+		return -1;
+	return write_latest(dir, step, err);
+}
+
+/* ---------------------------------------------------------------- latest, meta */
+
+/* "step-" digits, in the canonical form dpg_ckpt_stepdir writes. */
+static int parse_step_name(const char *s, size_t len, long *step)
+{
+	char canon[CK_LATEST_MAX];
+	long v = 0;
+	size_t i;
+
+	if (len < 6 || len >= sizeof(canon) || memcmp(s, "step-", 5) != 0)
+		return -1;
+	for (i = 5; i < len; i++) {
+		int d = s[i] - '0';
+
+		if (d < 0 || d > 9 || v > (LONG_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	if (snprintf(canon, sizeof(canon), "step-%08ld", v) != (int)len ||
+	    memcmp(canon, s, len) != 0)
+		return -1;
+	*step = v;
+	return 0;
+}
+
+static int read_latest(const char *dir, long *step, struct dpg_err *err)
+{
+	char path[CK_PATH_MAX], text[CK_LATEST_MAX + 1], q[96];
+	size_t got;
+	int fd, rc, e;
+
+	if (path_join(path, sizeof(path), dir, "latest", err) != 0)
+		return -1;
+	fd = open_read(path);
+	if (fd < 0 && errno == ENOENT)
+		return dpg_errf(err, "no checkpoint in %s (%s missing)", dir, path);
+	if (fd < 0)
+		return dpg_errf(err, "%s: cannot open: %s", path, strerror(errno));
+	rc = read_full(fd, text, CK_LATEST_MAX + 1, &got);
+	e = errno;
+	close_read(fd);
+	if (rc != 0)
+		return dpg_errf(err, "%s: read failed: %s", path, strerror(e));
+	if (got > CK_LATEST_MAX)
+		return dpg_errf(err, "%s: longer than %d bytes, not a checkpoint pointer; "
+				"fix or remove it", path, CK_LATEST_MAX);
+	text[got] = '\0';
+	if (got > 0 && text[got - 1] == '\n')
+		text[--got] = '\0';
+	if (memchr(text, '\0', got) != NULL || parse_step_name(text, got, step) != 0)
+		return dpg_errf(err, "%s: '%s' is not a step name like step-00000042; "
+				"fix or remove it", path, dpg_err_quote(text, q, sizeof(q)));
+	return 0;
+}
+
+/* Read the whole meta file (bounded by CK_META_MIN..CK_META_MAX). */
+static int slurp_meta(const char *path, unsigned char **data, size_t *size,
+		      struct dpg_err *err)
+{
+	struct stat st;
+	size_t got;
+	int fd, rc, e;
+
+	*data = NULL;
+	fd = open_read(path);
+	if (fd < 0)
+		return dpg_errf(err, "%s: cannot open: %s", path, strerror(errno));
+	if (fstat(fd, &st) != 0) {
+		e = errno;
+		close_read(fd);
+		return dpg_errf(err, "%s: fstat failed: %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)CK_META_MIN ||
+	    (unsigned long long)st.st_size > (unsigned long long)CK_META_MAX) {
+		close_read(fd);
+		return dpg_errf(err, "%s: %s of %lld bytes, not a checkpoint meta file "
+				"(truncated or corrupt); restore it or remove %s",
+				path, S_ISREG(st.st_mode) ? "a file" : "a non-regular file",
+				(long long)st.st_size, path);
+	}
+	*size = (size_t)st.st_size;
+	*data = malloc(*size);
+	if (!*data) {
+		close_read(fd);
+		return dpg_errf(err, "%s: out of memory for %zu bytes", path, *size);
+	}
+	rc = read_full(fd, *data, *size, &got);
+	e = errno;
+	close_read(fd);
+	if (rc == 0 && got == *size)
+		return 0;
+	free(*data);
+	*data = NULL;
+	if (rc != 0)
+		return dpg_errf(err, "%s: read failed: %s", path, strerror(e));
+	return dpg_errf(err, "%s: changed size while being read", path);
+}
+
+struct meta_hdr {
+	uint32_t version, nranks, optimizer, nstate, nparams, nunits;
+	uint64_t step;
+};
+
+static int meta_check_hdr(const char *path, const unsigned char *h, size_t left,
+			  long step, struct meta_hdr *m, struct dpg_err *err)
+{
+	if (memcmp(h, CK_MAGIC_META, CK_MAGIC_LEN) != 0)
+		return dpg_errf(err, "%s: not a dpg checkpoint meta file (bad magic)", path);
+	m->version = get32(h + 8);
+	m->nranks = get32(h + 12);
+	m->step = get64(h + 16);
+	m->optimizer = get32(h + 24);
+	m->nstate = get32(h + 28);
+	m->nparams = get32(h + 32);
+	m->nunits = get32(h + 36);
+	if (m->version != CK_VERSION)
+		return dpg_errf(err, "%s: format version %u; this build reads version %u",
+				path, m->version, CK_VERSION);
+	if (m->nranks < 1 || m->nranks > CK_MAX_RANKS)
+		return dpg_errf(err, "%s: saved by %u ranks (1 to %d possible): corrupt",
+				path, m->nranks, CK_MAX_RANKS);
+	if (m->step != (uint64_t)step)
+		return dpg_errf(err, "%s: holds step %lld but latest names step %ld; "
+				"the step directory holds another checkpoint", path,
+				(long long)m->step, step);
+	if (m->optimizer > INT_MAX)
+		return dpg_errf(err, "%s: optimizer %u: corrupt", path, m->optimizer);
+	if (m->nstate < 1 || m->nstate > DPG_CKPT_MAX_STATE)
+		return dpg_errf(err, "%s: %u state arrays (1 to %d possible): corrupt",
+				path, m->nstate, DPG_CKPT_MAX_STATE);
+	if (m->nparams < 1 || m->nparams > CK_MAX_PARAMS ||
+	    (size_t)m->nparams * CK_PARAM_REC + 8 > left)
+		return dpg_errf(err, "%s: %u parameters do not fit in the file: corrupt",
+				path, m->nparams);
+	if (m->nunits < 1 || m->nunits > m->nparams)
+		return dpg_errf(err, "%s: %u units for %u parameters: corrupt", path,
+				m->nunits, m->nparams);
+	return 0;
+}
+
+/* The parameter records, in place: names point into data. */
+struct meta_params {
+	const char **names;
+	size_t *numel;
+	int *unit;
+};
+
+static void meta_params_free(struct meta_params *mp)
+{
+	free(mp->names);
+	free(mp->numel);
+	free(mp->unit);
+}
+
+static int meta_parse_params(const char *path, const unsigned char *p, uint32_t n,
+			     struct meta_params *mp, struct dpg_err *err)
+{
+	uint32_t i;
+
+	mp->names = calloc(n, sizeof(*mp->names));
+	mp->numel = calloc(n, sizeof(*mp->numel));
+	mp->unit = calloc(n, sizeof(*mp->unit));
+	if (!mp->names || !mp->numel || !mp->unit)
+		return dpg_errf(err, "%s: out of memory for %u parameters", path, n);
+	for (i = 0; i < n; i++, p += CK_PARAM_REC) {
+		uint64_t numel = get64(p + DPG_ZNAME_MAX);
+		uint32_t unit = get32(p + DPG_ZNAME_MAX + 8);
+
+		if (!memchr(p, '\0', DPG_ZNAME_MAX))
+			return dpg_errf(err, "%s: parameter %u: name not terminated: corrupt",
+					path, i);
+		if (numel > SIZE_MAX || unit > INT_MAX)
+			return dpg_errf(err, "%s: parameter %u: %llu elements in unit %u: "
+					"corrupt", path, i, (unsigned long long)numel, unit);
+		mp->names[i] = (const char *)p;
+		mp->numel[i] = (size_t)numel;
+		mp->unit[i] = (int)unit;
+	}
+	return 0;
+}
+
+static int meta_fill(const char *path, const unsigned char *body, size_t blen,
+		     long step, struct dpg_ckpt_meta *meta, struct dpg_err *err)
+{
+	struct meta_params mp = { NULL, NULL, NULL };
+	struct meta_hdr m;
+	const unsigned char *p;
+	size_t left = blen - CK_META_HDR;
+	uint64_t xlen;
+
+	memset(&m, 0, sizeof(m));
+	if (meta_check_hdr(path, body, left, step, &m, err) != 0)
+		return -1;
+	p = body + CK_META_HDR;
+	if (meta_parse_params(path, p, m.nparams, &mp, err) != 0)
+		goto fail;
+	p += (size_t)m.nparams * CK_PARAM_REC;
+	left -= (size_t)m.nparams * CK_PARAM_REC + 8;
+	xlen = get64(p);
+	p += 8;
+	if (xlen != left) {
+		dpg_errf(err, "%s: %llu extra bytes announced, %zu present: corrupt", path,
+			 (unsigned long long)xlen, left);
+		goto fail;
+	}
+	if (dpg_zlayout_build(&meta->layout, (int)m.nparams, mp.names, mp.numel, mp.unit,
+			      (int)m.nranks, err) != 0) {
+		dpg_err_prefix(err, path);
+		goto fail;
+	}
+	meta_params_free(&mp);
+	if (meta->layout.nunits != (int)m.nunits)
+		return dpg_errf(err, "%s: %u units announced, the parameters use %d: corrupt",
+				path, m.nunits, meta->layout.nunits);
+	if (left > 0) {
+		meta->extra = malloc(left);
+		if (!meta->extra)
+			return dpg_errf(err, "%s: out of memory for %zu extra bytes", path,
+					left);
+		memcpy(meta->extra, p, left);
+		meta->extra_len = left;
+	}
+	meta->step = step;
+	meta->optimizer = (int)m.optimizer;
+	meta->nstate = (int)m.nstate;
+	return 0;
+fail:
+	meta_params_free(&mp);
+	return -1;
+}
+
+int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,
+		       struct dpg_err *err)
+{
+	char path[CK_PATH_MAX];
+	uint8_t digest[CK_SHA];
+	unsigned char *data = NULL;
+	size_t size = 0;
+	long step = 0;
+	int rc;
+
+	memset(meta, 0, sizeof(*meta));
+	if (!dir || !*dir)
+		return dpg_errf(err, "checkpoint: no directory given");
+	if (read_latest(dir, &step, err) != 0)
+		return -1;
+	if (dpg_ckpt_stepdir(dir, step, meta->stepdir, sizeof(meta->stepdir), err) != 0 ||
+	    path_join(path, sizeof(path), meta->stepdir, "meta", err) != 0)
+		return -1;
+	if (slurp_meta(path, &data, &size, err) != 0)
+		return -1;
+	dpg_sha256(data, size - CK_SHA, digest);
+	if (!dpg_ct_equal(digest, data + size - CK_SHA, CK_SHA))
+		rc = dpg_errf(err, "%s: SHA-256 mismatch, the file is corrupt; restore it "
+			      "or point %s/latest at an older step", path, dir);
+	else
+		rc = meta_fill(path, data, size - CK_SHA, step, meta, err);
+	free(data);
+	if (rc != 0)
+		dpg_ckpt_meta_free(meta);	/* nothing held after a failure */
+	return rc;
+}
+
+void dpg_ckpt_meta_free(struct dpg_ckpt_meta *meta)
+{
+	if (!meta)
+		return;
+	dpg_zlayout_free(&meta->layout);
+	free(meta->extra);
+	memset(meta, 0, sizeof(*meta));
+}
+
+/* ---------------------------------------------------------------- shard reader */
+
+/* A shard file streamed through a fixed buffer, hashing what is read. */
+struct rfile {
+	const char *path;
+	int fd;
+	struct dpg_sha256 sha;
+	unsigned char *buf;		/* CK_IOBUF bytes, the caller's */
+	size_t len, pos;
+	unsigned long long body_left;	/* hashed bytes not yet read */
+};
+
+/* Make at least need (<= CK_IOBUF) bytes available at buf + pos. */
+static int rf_fill(struct rfile *r, size_t need, struct dpg_err *err)
+{
+	size_t have = r->len - r->pos, want, got;
+
+	if (have >= need)
+		return 0;
+	memmove(r->buf, r->buf + r->pos, have);
+	r->len = have;
+	r->pos = 0;
+	while (r->len < need) {
+		want = CK_IOBUF - r->len;
+		if (want > r->body_left)
+			want = (size_t)r->body_left;
+		if (want == 0)
+			return dpg_errf(err, "%s: ends before the data its header describes: "
+					"corrupt", r->path);
+		if (read_full(r->fd, r->buf + r->len, want, &got) != 0)
+			return dpg_errf(err, "%s: read failed: %s", r->path, strerror(errno));
+		if (got == 0)
+			return dpg_errf(err, "%s: shrank while being read", r->path);
+		dpg_sha256_update(&r->sha, r->buf + r->len, got);
+		r->len += got;
+		r->body_left -= got;
+	}
+	return 0;
+}
+
+/* Take n bytes into dst (NULL: skip them). */
+static int rf_bytes(struct rfile *r, void *dst, size_t n, struct dpg_err *err)
+{
+	unsigned char *d = dst;
+
+	while (n > 0) {
+		size_t m;
+
+		if (rf_fill(r, 1, err) != 0)
+			return -1;
+		m = r->len - r->pos;
+		if (m > n)
+			m = n;
+		if (d) {
+			memcpy(d, r->buf + r->pos, m);
+			d += m;
+		}
+		r->pos += m;
+		n -= m;
+	}
+	return 0;
+}
+
+/* Take n floats into dst (NULL: skip them). */
+static int rf_floats(struct rfile *r, float *dst, size_t n, struct dpg_err *err)
+{
+	while (n > 0) {
+		size_t m;
+
+		if (rf_fill(r, 4, err) != 0)
+			return -1;
+		m = (r->len - r->pos) / 4;
+		if (m > n)
+			m = n;
+		if (dst) {
+			decode_floats(dst, r->buf + r->pos, m);
+			dst += m;
+		}
+		r->pos += 4 * m;
+		n -= m;
+	}
+	return 0;
+}
+
+static int rf_verify(struct rfile *r, struct dpg_err *err)
+{
+	uint8_t digest[CK_SHA], stored[CK_SHA];
+	size_t got;
+
+	if (r->pos != r->len || r->body_left != 0)
+		return dpg_errf(err, "%s: longer than its header describes: corrupt",
+				r->path);
+	if (read_full(r->fd, stored, sizeof(stored), &got) != 0)
+		return dpg_errf(err, "%s: read failed: %s", r->path, strerror(errno));
+	if (got != sizeof(stored))
+		return dpg_errf(err, "%s: shrank while being read", r->path);
+	dpg_sha256_final(&r->sha, digest);
+	if (!dpg_ct_equal(digest, stored, CK_SHA))
+		return dpg_errf(err, "%s: SHA-256 mismatch, the file is corrupt; restore it "
+				"or load an older checkpoint", r->path);
+	return 0;
+}
+
+/* The resharding read of one new rank. */
+struct reshard {
+	const struct dpg_ckpt_meta *meta;
+	const struct dpg_zlayout *S;	/* as saved */
+	const struct dpg_zlayout *L;	/* as loaded */
+	int rank, nstate;
+	float **state;
+	unsigned char *buf;		/* CK_IOBUF bytes */
+};
+
+/* Does the whole file (size bytes) match its trailing SHA-256? */
+static int whole_file_ok(const struct reshard *rs, int fd, off_t size)
+{
+	struct dpg_sha256 c;
+	uint8_t digest[CK_SHA], stored[CK_SHA];
+	off_t off = 0, body = size - CK_SHA;
+	size_t got;
+
+	if (size < CK_SHA)
+		return 0;
+	dpg_sha256_init(&c);
+	while (off < body) {
+		size_t want = CK_IOBUF;
+
+		if ((off_t)want > body - off)
+			want = (size_t)(body - off);
+		if (pread_full(fd, rs->buf, want, off, &got) != 0 || got != want)
+			return 0;
+		dpg_sha256_update(&c, rs->buf, got);
+		off += (off_t)got;
+	}
+	dpg_sha256_final(&c, digest);
+	if (pread_full(fd, stored, CK_SHA, body, &got) != 0 || got != CK_SHA)
+		return 0;
+	return dpg_ct_equal(digest, stored, CK_SHA);
+}
+
+/* A header or size that is not the one expected: corruption, or an
+ * intact file of another checkpoint, step or rank under this name. */
+static int shard_refuse(const struct reshard *rs, const char *path, int fd, off_t size,
+			const char *why, struct dpg_err *err)
+{
+	if (whole_file_ok(rs, fd, size))
+		return dpg_errf(err, "%s: %s; not the file this checkpoint expects under "
+				"this name (restore the right file or load an older "
+				"checkpoint)", path, why);
+	return dpg_errf(err, "%s: corrupt or truncated (%s; SHA-256 mismatch); restore "
+			"it or load an older checkpoint", path, why);
+}
+
+static int shard_expected_size(const struct reshard *rs, int old,
+			       unsigned long long *size)
+{
+	unsigned long long n = 0, fixed;
+	size_t lo, hi;
+	int u;
+
+	for (u = 0; u < rs->S->nunits; u++) {
+		dpg_zlayout_shard_range(rs->S, u, old, &lo, &hi);
+		n += hi - lo;
+	}
+	fixed = CK_SHARD_HDR + (unsigned long long)CK_RANGE_REC * (unsigned)rs->S->nunits +
+		CK_SHA;
+	if (n > (ULLONG_MAX - fixed) / (4ull * (unsigned)rs->nstate))
+		return -1;
+	*size = fixed + n * 4ull * (unsigned)rs->nstate;
+	return 0;
+}
+
+static int whyf(char *why, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Say why a shard file is refused; returns 1. */
+static int whyf(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vsnprintf(why, len, fmt, ap) < 0 && len > 0)
+		why[0] = '\0';
+	va_end(ap);
+	return 1;
+}
+
+/* 0: the header is the expected one; else 1, and why says what differs. */
+static int shard_header_why(const struct reshard *rs, int old, const unsigned char *h,
+			    char *why, size_t len)
+{
+	uint32_t v;
+	uint64_t step;
+
+	if (memcmp(h, CK_MAGIC_SHARD, CK_MAGIC_LEN) != 0)
+		return whyf(why, len, "bad magic, not a dpg checkpoint shard");
+	if ((v = get32(h + 8)) != CK_VERSION)
+		return whyf(why, len, "format version %u, this build reads version %u",
+				v, CK_VERSION);
+	if ((v = get32(h + 12)) != (uint32_t)old)
+		return whyf(why, len, "header says rank %u, expected %d", v, old);
+	if ((v = get32(h + 16)) != (uint32_t)rs->S->nranks)
+		return whyf(why, len, "header says a group of %u ranks, expected %d", v,
+				rs->S->nranks);
+	if ((step = get64(h + 20)) != (uint64_t)rs->meta->step)
+		return whyf(why, len, "header says step %llu, expected %ld",
+				(unsigned long long)step, rs->meta->step);
+	if ((v = get32(h + 28)) != (uint32_t)rs->nstate)
+		return whyf(why, len, "header says %u state arrays, expected %d", v,
+				rs->nstate);
+	if ((v = get32(h + 32)) != (uint32_t)rs->S->nunits)
+		return whyf(why, len, "header says %u units, expected %d", v,
+				rs->S->nunits);
+	return 0;
+}
+
+/* Read the unit ranges; 0 when they are the expected ones, else 1 + why. */
+static int shard_ranges(const struct reshard *rs, int old, struct rfile *r, char *why,
+			size_t len, struct dpg_err *err)
+{
+	unsigned char rec[CK_RANGE_REC];
+	size_t lo, hi;
+	int u;
+
+	for (u = 0; u < rs->S->nunits; u++) {
+		if (rf_bytes(r, rec, sizeof(rec), err) != 0)
+			return -1;
+		dpg_zlayout_shard_range(rs->S, u, old, &lo, &hi);
+		if (get64(rec) != lo || get64(rec + 8) != hi) {
+			return whyf(why, len, "unit %d holds [%llu, %llu), expected [%zu, %zu)",
+				    u, (unsigned long long)get64(rec),
+				    (unsigned long long)get64(rec + 8), lo, hi);
+		}
+	}
+	return 0;
+}
+
+/* Stream the data of old rank's file, copying its overlap with the new
+ * rank's real elements into the state arrays. */
+static int shard_data(const struct reshard *rs, int old, struct rfile *r,
+		      struct dpg_err *err)
+{
+	size_t olo, ohi, nlo, nhi, a, b;
+	int k, u;
+
+	for (k = 0; k < rs->nstate; k++) {
+		for (u = 0; u < rs->S->nunits; u++) {
+			const struct dpg_zunit *U = &rs->L->u[u];
+
+			dpg_zlayout_shard_range(rs->S, u, old, &olo, &ohi);
+			dpg_zlayout_shard_range(rs->L, u, rs->rank, &nlo, &nhi);
+			a = olo > nlo ? olo : nlo;
+			b = ohi < nhi ? ohi : nhi;
+			if (a >= b) {
+				if (rf_floats(r, NULL, ohi - olo, err) != 0)
+					return -1;
+				continue;
+			}
+			if (rf_floats(r, NULL, a - olo, err) != 0 ||
+			    rf_floats(r, rs->state[k] + U->shard_off +
+				      (a - (size_t)rs->rank * U->shard), b - a, err) != 0 ||
+			    rf_floats(r, NULL, ohi - b, err) != 0)
+				return -1;
+		}
+	}
+	return rf_verify(r, err);
+}
+
+static int shard_stream(const struct reshard *rs, int old, const char *path, int fd,
+			off_t size, struct dpg_err *err)
+{
+	unsigned char h[CK_SHARD_HDR];
+	unsigned long long want;
+	struct rfile r;
+	char why[256];
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	r.path = path;
+	r.fd = fd;
+	r.buf = rs->buf;
+	dpg_sha256_init(&r.sha);
+	if (size < (off_t)(CK_SHARD_HDR + CK_SHA)) {
+		whyf(why, sizeof(why), "only %lld bytes", (long long)size);
+		return shard_refuse(rs, path, fd, size, why, err);
+	}
+	r.body_left = (unsigned long long)size - CK_SHA;
+	if (rf_bytes(&r, h, sizeof(h), err) != 0)
+		return -1;
+	rc = shard_header_why(rs, old, h, why, sizeof(why));
+	if (rc == 0 && shard_expected_size(rs, old, &want) != 0)
+		return dpg_errf(err, "%s: the size of rank %d's shard overflows", path, old);
+	if (rc == 0 && (unsigned long long)size != want) {
+		rc = whyf(why, sizeof(why), "%lld bytes, expected %llu", (long long)size,
+			  want);
+	}
+	if (rc == 0)
+		rc = shard_ranges(rs, old, &r, why, sizeof(why), err);
+	if (rc < 0)
+		return -1;
+	if (rc > 0)
+		return shard_refuse(rs, path, fd, size, why, err);
+	return shard_data(rs, old, &r, err);
+}
+
+static int load_old_shard(const struct reshard *rs, int old, struct dpg_err *err)
+{
+	char path[CK_PATH_MAX], name[32];
+	struct stat st;
+	int fd, rc, e;
+
+	snprintf(name, sizeof(name), "shard-%05d", old);
+	if (path_join(path, sizeof(path), rs->meta->stepdir, name, err) != 0)
+		return -1;
+	fd = open_read(path);
+	if (fd < 0)
+		return dpg_errf(err, "%s: cannot open: %s", path, strerror(errno));
+	if (fstat(fd, &st) != 0) {
+		e = errno;
+		close_read(fd);
+		return dpg_errf(err, "%s: fstat failed: %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode))
+		rc = dpg_errf(err, "%s: not a regular file", path);
+	else
+		rc = shard_stream(rs, old, path, fd, st.st_size, err);
+	close_read(fd);
+	return rc;
+}
+
+/* Mark the old ranks whose real elements overlap the new rank's. */
+static void mark_needed(const struct reshard *rs, unsigned char *needed)
+{
+	size_t lo, hi, r, last, os;
+	int u;
+
+	for (u = 0; u < rs->L->nunits; u++) {
+		dpg_zlayout_shard_range(rs->L, u, rs->rank, &lo, &hi);
+		os = rs->S->u[u].shard;
+		if (lo >= hi || os == 0)
+			continue;
+		last = (hi - 1) / os;
+		for (r = lo / os; r <= last && r < (size_t)rs->S->nranks; r++)
+			needed[r] = 1;
+	}
+}
+
+/* "checkpoint DIR" for messages, DIR taken from meta->stepdir. */
+static void ckpt_dir_name(const struct dpg_ckpt_meta *meta, char *buf, size_t len)
+{
+	const char *slash = strrchr(meta->stepdir, '/');
+	int n = slash ? (int)(slash - meta->stepdir) : (int)strlen(meta->stepdir);
+
+	snprintf(buf, len, "checkpoint %.*s", n, meta->stepdir);
+}
+
+static int reshard_check(const struct dpg_ckpt_meta *meta, const struct dpg_zlayout *L,
+			 int rank, int nstate, float **state, struct dpg_err *err)
+{
+	char what[DPG_ERR_MSG_MAX], more[DPG_ERR_MSG_MAX + 32];
+
+	ckpt_dir_name(meta, what, sizeof(what));
+	if (check_state_args(L, rank, nstate, state, what, err) != 0)
+		return -1;
+	if (meta->layout.nranks < 1 || !meta->layout.u)
+		return dpg_errf(err, "%s: its metadata is not loaded", what);
+	if (meta->nstate != nstate)
+		return dpg_errf(err, "%s holds %d optimizer state arrays per element, this "
+				"run has %d (another optimizer?)", what, meta->nstate, nstate);
+	if (!dpg_zlayout_same_model(&meta->layout, L, err)) {
+		snprintf(more, sizeof(more), "%s holds another model", what);
+		return dpg_err_prefix(err, more);
+	}
+	return 0;
+}
+
+static void zero_state(const struct dpg_zlayout *L, int nstate, float **state)
+{
+	int k;
+
+	for (k = 0; k < nstate; k++)
+		memset(state[k], 0, L->shard_numel * sizeof(float));
+}
+
+int dpg_ckpt_read_shard(const struct dpg_ckpt_meta *meta, const struct dpg_zlayout *L,
+			int rank, int nstate, float **state, struct dpg_err *err)
+{
+	struct reshard rs = { meta, &meta->layout, L, rank, nstate, state, NULL };
+	unsigned char *needed;
+	int old, rc = 0;
+
+	if (reshard_check(meta, L, rank, nstate, state, err) != 0)
+		return -1;
+	zero_state(L, nstate, state);
+	needed = calloc((size_t)meta->layout.nranks, 1);
+	rs.buf = malloc(CK_IOBUF);
+	if (!needed || !rs.buf) {
+		free(needed);
+		free(rs.buf);
+		return dpg_errf(err, "%s: out of memory for the read buffers", meta->stepdir);
+	}
+	mark_needed(&rs, needed);
+	for (old = 0; old < meta->layout.nranks && rc == 0; old++)
+		if (needed[old])
+			rc = load_old_shard(&rs, old, err);
+	free(needed);
+	free(rs.buf);
+	if (rc != 0)
+		zero_state(L, nstate, state);	/* nothing unverified stays */
+	return rc;
+}

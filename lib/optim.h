@@ -1,0 +1,138 @@
+/* optim.h - the optimizer arithmetic, written once for the C loops (optim.c,
+ * used by zero.c) and the CUDA kernels (zero_cuda.cu): AdamW, SGD, bf16. */
+
+/* Every element function is a sequence of single IEEE binary32 operations
+ * (no fmaf, no reassociation, sqrtf and / correctly rounded), so that a
+ * host build without FMA contraction and an nvcc build with --fmad=false
+ * give bit-identical results.  optim.c turns contraction off for its loops
+ * (they are also cloned for AVX2/AVX-512, where FMA exists); a C caller of
+ * these functions compiled with -march=... that has FMA should do the same
+ * (-ffp-contract=off) if it wants bits equal to the GPU's.
+ */
+#ifndef DPG_LIB_OPTIM_H
+#define DPG_LIB_OPTIM_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define DPG_OPT_FN static __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define DPG_OPT_FN static inline __attribute__((always_inline))
+#else
+#define DPG_OPT_FN static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One AdamW step's hyper-parameters (t = the step number, from 1). */
+struct dpg_adamw_hp {
+	float lr, beta1, beta2, eps, weight_decay;
+	float bc1, bc2;		/* 1 - beta1^t, 1 - beta2^t */
+	float gscale;		/* multiplies the raw gradient first
+				 * (1/(ranks*accum) times the clip factor) */
+};
+
+/* One SGD step's hyper-parameters (momentum 0 = plain SGD). */
+struct dpg_sgd_hp {
+	float lr, momentum, weight_decay, gscale;
+};
+
+/* AdamW, first half: scale the gradient, update the moments
+ *   g' = g * gscale
+ *   m  = beta1 * m + (1 - beta1) * g'
+ *   v  = beta2 * v + (1 - beta2) * g' * g'
+ * and return v / bc2, whose square root dpg_adamw_apply() takes.  (The
+ * split lets optim.c take the square roots of a tile at once.) */
+DPG_OPT_FN float dpg_adamw_moments(float *m, float *v, float g,
+				   const struct dpg_adamw_hp *h)
+{
+	float gs = g * h->gscale;
+	float m1 = h->beta1 * *m;
+	float m2 = (1.0f - h->beta1) * gs;
+	float v1 = h->beta2 * *v;
+	float v2 = ((1.0f - h->beta2) * gs) * gs;
+	float mn = m1 + m2;
+	float vn = v1 + v2;
+
+	*m = mn;
+	*v = vn;
+	return vn / h->bc2;
+}
+
+/* AdamW, second half, from the new m and vhat_sqrt = sqrt(v / bc2):
+ *   p = p - lr * wd * p - lr * (m / bc1) / (vhat_sqrt + eps)
+ * (decoupled decay on the pre-update p: PyTorch's torch.optim.AdamW). */
+DPG_OPT_FN void dpg_adamw_apply(float *p, float m, float vhat_sqrt,
+				const struct dpg_adamw_hp *h)
+{
+	float p0 = *p;
+	float lrwd = h->lr * h->weight_decay;
+	float decay = lrwd * p0;
+	float mhat = m / h->bc1;
+	float num = h->lr * mhat;
+	float den = vhat_sqrt + h->eps;
+	float step = num / den;
+	float pd = p0 - decay;
+
+	*p = pd - step;
+}
+
+/* One AdamW element update (p, m, v in place; g the raw gradient). */
+DPG_OPT_FN void dpg_adamw_elem(float *p, float *m, float *v, float g,
+			       const struct dpg_adamw_hp *h)
+{
+	float vhat = dpg_adamw_moments(m, v, g, h);
+
+	dpg_adamw_apply(p, *m, sqrtf(vhat), h);
+}
+
+/* One SGD element update, PyTorch's torch.optim.SGD with dampening 0 and
+ * L2 decay (buf starts at 0, which equals PyTorch's first-step buf = g):
+ *   g' = g * gscale + wd * p;  buf = momentum * buf + g';  p = p - lr * buf */
+DPG_OPT_FN void dpg_sgd_elem(float *p, float *buf, float g,
+			     const struct dpg_sgd_hp *h)
+{
+	float p0 = *p;
+	float gs = g * h->gscale;
+	float d = h->weight_decay * p0;
+	float gd = gs + d;
+	float mb = h->momentum * *buf;
+	float b = mb + gd;
+	float step = h->lr * b;
+
+	*buf = b;
+	*p = p0 - step;
+}
+
+#ifndef __CUDACC__
+/* The host loops (optim.c): vectorized, cloned for AVX2 / AVX-512 on
+ * x86-64, bit-identical to the element functions above called one element
+ * at a time, and so to the CUDA kernels.  Buffers must not overlap. */
+void dpg_adamw_update(float *p, float *m, float *v, const float *g, size_t n,
+		      const struct dpg_adamw_hp *h);
+void dpg_sgd_update(float *p, float *buf, const float *g, size_t n,
+		    const struct dpg_sgd_hp *h);
+
+/* Sum of x[i]^2 in double in a fixed order that depends on n only (not on
+ * the CPU, the alignment or the code path): element i goes to accumulator
+ * i % DPG_SUMSQ_LANES, each accumulator adds its elements in index order,
+ * then the accumulators are added pairwise (0+8, 1+9, ..., then 0+4, ...).
+ * Each square of a float is exact in double. */
+#define DPG_SUMSQ_LANES 16
+double dpg_sumsq_f32(const float *x, size_t n);
+
+/* Bulk conversions with reduce.h's rounding (f32 -> bf16: nearest even,
+ * NaN stays NaN; bf16 -> f32 exact). */
+void dpg_f32_to_bf16_n(const float *in, uint16_t *out, size_t n);
+void dpg_bf16_to_f32_n(const uint16_t *in, float *out, size_t n);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
