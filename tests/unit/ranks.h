@@ -18,6 +18,10 @@
 
 #include "dpg.h"
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 extern char **environ;
 
 static int g_rank = -1;
@@ -169,6 +173,11 @@ static void run_job(struct job *j, int *codes)
 			j->body(r, j);
 			fflush(stdout);
 			fflush(stderr);
+#ifdef __SANITIZE_ADDRESS__
+			/* ranks leave by _exit: run the leak check here */
+			if (__lsan_do_recoverable_leak_check() != 0)
+				_exit(7);
+#endif
 			_exit(0);
 		}
 		codes[r] = -1;
