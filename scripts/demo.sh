@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh - build dpg, start a local 3-node Slurm minicluster with the plugin,
-# and run a PyTorch DDP job across it with `srun --dpg-gpus-per-task=0`.
+# and run the C training example (examples/train.c, ZeRO stage 3) and a
+# PyTorch DDP job across it with `srun --dpg-gpus-per-task=0` (no GPU here;
+# on GPU nodes the same command takes --dpg-gpus-per-task=1).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -12,6 +14,10 @@ export PLUGIN_SO=$top/build/demo/.libs/dpg.so NODES=3
 lab=$(tests/e2e/minicluster.sh)
 trap 'tests/e2e/minicluster-stop.sh "$lab" --rm' EXIT
 . "$lab/env.sh"
+echo
+echo "$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 ./train --stage 3 --steps 100 --log-every 20"
+srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 \
+	"$top/build/demo/examples/train" --stage 3 --steps 100 --global-batch 96 --log-every 20
 echo
 echo "$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --dpg-verbose python3 examples/torch_ddp.py"
 srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --dpg-verbose \

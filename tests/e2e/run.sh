@@ -53,6 +53,7 @@ E2E_SRCDIR=${DPG_SRCDIR:-$(cd "$E2E_DIR/../.." && pwd)}
 # the runtime's programs (make check-e2e passes both; default: next to PLUGIN_SO)
 E2E_BUILD=$([ -n "$PLUGIN_SO" ] && cd "$(dirname "$PLUGIN_SO")/.." 2>/dev/null && pwd)
 E2E_DEMO=${DPG_DEMO:-${E2E_BUILD:+$E2E_BUILD/examples/allreduce_demo}}
+E2E_TRAIN=${DPG_TRAIN:-${E2E_BUILD:+$E2E_BUILD/examples/train}}
 E2E_VICTIM=${DPG_VICTIM:-${E2E_BUILD:+$E2E_BUILD/tests/e2e/coll_victim}}
 # the admin's cached topology for the G > 0 cases: this VM has no GPU
 FX=$E2E_SRCDIR/tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml
@@ -76,7 +77,8 @@ if [ -n "$E2E_PLAN" ]; then
 fi
 [ -z "${DPG_DEMO:-}" ] || [ -x "$DPG_DEMO" ] || die "DPG_DEMO=$DPG_DEMO is not an executable"
 [ -z "${DPG_VICTIM:-}" ] || [ -x "$DPG_VICTIM" ] || die "DPG_VICTIM=$DPG_VICTIM is not an executable"
-for v in E2E_DEMO E2E_VICTIM; do # (derived ones that are not built: skipped)
+[ -z "${DPG_TRAIN:-}" ] || [ -x "$DPG_TRAIN" ] || die "DPG_TRAIN=$DPG_TRAIN is not an executable"
+for v in E2E_DEMO E2E_VICTIM E2E_TRAIN; do # (derived ones that are not built: skipped)
 	if [ -n "${!v}" ] && [ -x "${!v}" ]; then
 		printf -v $v '%s' "$(cd "$(dirname "${!v}")" && pwd)/$(basename "${!v}")"
 	else
@@ -617,11 +619,52 @@ c_fallback() { # no --dpg-* option: dpg_init reads SLURM_* (and DPG_SECRET from 
 	fi
 }
 
+c_train() { # examples/train: ZeRO-3 over 3 nodes, a checkpoint, resumed on 2 nodes at stage 2
+	local w=$WORK/train rc l10 l40 r30 r40 f30
+	local A=(--steps 40 --global-batch 48 --micro-batch 4 --log-every 10 --seed 3)
+	rm -rf "$w"
+	mkdir -p "$w"
+	echo "\$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 train ${A[*]} --stage 3"
+	timeout 120 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=30 \
+		"$E2E_TRAIN" "${A[@]}" --stage 3 >"$w/full.out" 2>"$w/full.err"; rc=$?
+	show "$w/full.out" stdout
+	[ -s "$w/full.err" ] && show "$w/full.err" stderr
+	[ $rc = 0 ] || fail "srun exited $rc" || return 1
+	grep -q '^done: steps 40 .* world 6 stage 3$' "$w/full.out" ||
+		fail "no 'done: steps 40 ... world 6 stage 3' line" || return 1
+	l10=$(awk '$1 == "step" && $2 == "10/40" { print $4 }' "$w/full.out")
+	l40=$(awk '$1 == "step" && $2 == "40/40" { print $4 }' "$w/full.out")
+	f30=$(awk '$1 == "step" && $2 == "30/40" { print $4 }' "$w/full.out")
+	awk -v a="$l10" -v b="$l40" 'BEGIN { exit !(a != "" && b != "" && b < 0.9 * a) }' ||
+		fail "the loss did not fall: step 10 '$l10', step 40 '$l40'" || return 1
+	echo "\$ (the same, stopped after step 20 with a checkpoint; resumed with -N2 -n2 --stage 2)"
+	timeout 120 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=30 \
+		"$E2E_TRAIN" "${A[@]}" --stage 3 --ckpt-dir "$w/ck" --save-every 20 --stop-after 20 \
+		>"$w/part.out" 2>"$w/part.err" || { show "$w/part.err" stderr; fail "first half failed"; return 1; }
+	timeout 120 srun "${INALLOC[@]}" -N2 --ntasks-per-node=1 "${G[@]}" env DPG_TIMEOUT=30 \
+		"$E2E_TRAIN" "${A[@]}" --stage 2 --ckpt-dir "$w/ck" --resume \
+		>"$w/resume.out" 2>"$w/resume.err"; rc=$?
+	show "$w/resume.out" "resumed stdout"
+	[ $rc = 0 ] || { show "$w/resume.err" stderr; fail "resume exited $rc"; return 1; }
+	grep -q '^resumed from .* at step 20 (world 2)' "$w/resume.out" ||
+		fail "no 'resumed from ... at step 20 (world 2)' line" || return 1
+	r30=$(awk '$1 == "step" && $2 == "30/40" { print $4 }' "$w/resume.out")
+	r40=$(awk '$1 == "step" && $2 == "40/40" { print $4 }' "$w/resume.out")
+	awk -v a="$f30" -v b="$r30" -v c="$l40" -v d="$r40" 'function d_(x, y) { return (x - y) / (x > 0 ? x : 1) }
+		BEGIN { e1 = d_(a, b); e2 = d_(c, d); if (e1 < 0) e1 = -e1; if (e2 < 0) e2 = -e2
+			exit !(a != "" && b != "" && d != "" && e1 < 1e-4 && e2 < 1e-4) }' ||
+		fail "resumed loss curve differs: step 30 $f30 vs $r30, step 40 $l40 vs $r40" || return 1
+	note "loss step 10 $l10 -> step 40 $l40 (world 6, stage 3); resumed at world 2: step 30 $r30 (vs $f30), step 40 $r40 (vs $l40)"
+}
+
 if [ -n "$E2E_DEMO" ]; then
 	pcase "libdpg: allreduce_demo -N3 --ntasks-per-node=2 G=0: sum 21, all_gather over 3 nodes" c_demo
 	run_case "libdpg: srun -N2 -n4 without --dpg-*, user DPG_SECRET: dpg_init falls back to SLURM_*" \
 		c_fallback 1
 	run_case "libdpg: srun -N2 -n4 without --dpg-* nor DPG_SECRET: every rank fails clearly" c_fallback ''
+fi
+if [ -n "$E2E_TRAIN" ]; then
+	pcase "examples/train: ZeRO-3 -N3 x2 G=0, loss falls; checkpoint at 20, resumed -N2 x1 stage 2: same curve" c_train
 fi
 if [ -n "$E2E_VICTIM" ]; then
 	pcase "libdpg: rank 3 SIGKILLed mid-allreduce (-N3 x2, 4 MiB): survivors fail < 10 s naming it" \
