@@ -68,6 +68,7 @@ struct dpg_zero {
 	float *grad_full;	/* stage 1: L.padded_numel */
 	float *grad_shard;	/* stages 2-3: L.shard_numel */
 	struct zunit *u;
+	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
 	struct prefetch pf;
 	/* accounting */
 	size_t param_bytes, grad_bytes, optim_bytes;
@@ -244,6 +245,24 @@ static dpg_status_t z_sumsq(struct dpg_zero *z, const float *x, size_t n, double
 #endif
 	*out = dpg_sumsq_f32(x, n);
 	return DPG_OK;
+}
+
+/* An allreduce of a few host values: through device memory on the GPU
+ * (NCCL reduces device buffers only). */
+static dpg_status_t small_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host,
+				    dpg_dtype_t dt, dpg_op_t op)
+{
+	dpg_status_t st;
+
+	if (!z->on_gpu)
+		return dpg_allreduce(comm, host, host, 1, dt, op, NULL);
+	if (!z->dscratch &&
+	    (st = zalloc(z, &z->dscratch, 8, NULL, "allreduce")) != DPG_OK)
+		return st;
+	if ((st = zcopy(z, z->dscratch, host, dpg_dtype_size(dt), 0)) != DPG_OK ||
+	    (st = dpg_allreduce(comm, z->dscratch, z->dscratch, 1, dt, op, NULL)) != DPG_OK)
+		return st;
+	return zcopy(z, host, z->dscratch, dpg_dtype_size(dt), 1);
 }
 
 /* ------------------------------------------------------------ options */
@@ -598,6 +617,7 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	zfree(z, &z->param_shard, 0, NULL);
 	zfree(z, (void **)&z->grad_full, 0, NULL);
 	zfree(z, (void **)&z->grad_shard, 0, NULL);
+	zfree(z, &z->dscratch, 0, NULL);
 	if (z->mesh)
 		dpg_mesh_destroy(z->mesh);
 	dpg_zlayout_free(&z->L);
@@ -926,8 +946,7 @@ static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
 			return st;
 		s += x;
 	}
-	if (z->n > 1 && (st = dpg_allreduce(z->shard, &s, &s, 1, DPG_F64, DPG_SUM, NULL)) !=
-	    DPG_OK)
+	if (z->n > 1 && (st = small_allreduce(z, z->shard, &s, DPG_F64, DPG_SUM)) != DPG_OK)
 		return st;
 	*norm2 = s;
 	return DPG_OK;
@@ -1076,7 +1095,7 @@ static dpg_status_t agree(struct dpg_zero *z, dpg_status_t mine, const char *op)
 		return mine;
 	/* the allreduce clears the context's message: keep this rank's */
 	snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
-	st = dpg_allreduce(dpg_world(z->ctx), &v, &v, 1, DPG_I32, DPG_MAX, NULL);
+	st = small_allreduce(z, dpg_world(z->ctx), &v, DPG_I32, DPG_MAX);
 	if (st != DPG_OK)
 		return st;
 	if (mine != DPG_OK)
