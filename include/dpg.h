@@ -199,6 +199,13 @@ typedef struct dpg_zero_opts {
 					 * such as the ranks per node = hybrid
 					 * sharding: shard inside a group of
 					 * consecutive ranks, replicate across */
+	int deterministic;		/* 1: the same parameters, bit for bit, at
+					 * any world size, stage and shard size, as
+					 * long as the micro-batch (and so world x
+					 * accum_steps) is the same: gradients are
+					 * summed in 64-bit fixed point (resolution
+					 * 2^-32, |sum| < 2^18), which is exact and
+					 * order-free.  CPU backend, fp32 reduction */
 } dpg_zero_opts_t;
 
 /* Defaults (stage 1, AdamW, fp32, no clipping, no accumulation, full). */

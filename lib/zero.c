@@ -12,6 +12,7 @@
 
 #include "ckpt.h"
 #include "comm.h"
+#include "detsum.h"
 #include "dpg.h"
 #include "optim.h"
 #include "reduce.h"
@@ -26,6 +27,7 @@ struct zunit {
 	void *full;		/* stage 3: gathered parameters (padded) */
 	int gstate;		/* UG_* (under pf.mu once the worker runs) */
 	float *grad;		/* stages 2-3: full gradient (padded), lazily */
+	int64_t *acc;		/* deterministic: fixed-point sum (padded), lazily */
 	bool reduced;		/* reduced in the current optimizer step */
 };
 
@@ -73,6 +75,7 @@ struct dpg_zero {
 	/* accounting */
 	size_t param_bytes, grad_bytes, optim_bytes;
 	long micro, step;
+	unsigned __int128 det_sumsq;	/* deterministic: this rank's sum of squares */
 };
 
 /* ------------------------------------------------------------ errors */
@@ -335,6 +338,9 @@ static dpg_status_t check_opts(struct dpg_zero *z, const dpg_zero_opts_t *o, int
 	    !(o->weight_decay >= 0) || isnan(o->clip_norm))
 		return zerr(z, DPG_ERR_INVALID, op, "optimizer hyper-parameters out of range "
 			    "(need 0 <= beta1, beta2, momentum < 1, eps > 0, weight_decay >= 0)");
+	if (o->deterministic && o->reduce_dtype != DPG_F32)
+		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode sums in fixed point: "
+			    "reduce_dtype must be DPG_F32");
 	if (o->shard_size < 0 || o->shard_size > world ||
 	    (o->shard_size > 0 && world % o->shard_size != 0))
 		return zerr(z, DPG_ERR_INVALID, op, "shard_size %d must divide the world size %d "
@@ -473,6 +479,12 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 		return DPG_ERR_UNSUPPORTED;
 	}
 #endif
+	if (z->on_gpu && z->o.deterministic) {
+		free(z);
+		dpg_ctx_seterr(ctx, "%s zero_create: deterministic mode runs on the CPU backend "
+			       "only (not yet on NCCL)", dpg_ctx_who(ctx));
+		return DPG_ERR_UNSUPPORTED;
+	}
 	z->ps = z->o.param_dtype == DPG_BF16 ? 2 : 4;
 	z->nstate = z->o.optimizer == DPG_OPT_ADAMW ? 3 : 2;
 	if (z->o.shard_size == 0 || z->o.shard_size == world) {
@@ -610,6 +622,7 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	for (i = 0; z->u && i < z->L.nunits; i++) {
 		zfree(z, &z->u[i].full, z->L.u[i].padded * z->ps, NULL);
 		zfree(z, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
+		zfree(z, (void **)&z->u[i].acc, z->L.u[i].padded * sizeof(int64_t), NULL);
 	}
 	for (i = 0; i < DPG_CKPT_MAX_STATE; i++)
 		zfree(z, (void **)&z->state[i], 0, NULL);
@@ -876,6 +889,60 @@ static float *unit_full_grad(struct dpg_zero *z, int u)
 	return z->o.stage == 1 ? z->grad_full + z->L.u[u].flat_off : z->u[u].grad;
 }
 
+/* Deterministic mode: move unit u's fp32 gradient of this micro-step into
+ * its fixed-point sum (and zero it). */
+static dpg_status_t fold_unit(struct dpg_zero *z, int u)
+{
+	const struct dpg_zunit *U = &z->L.u[u];
+	float *full = unit_full_grad(z, u);
+	double bad = 0;
+	dpg_status_t st;
+
+	if (!full)
+		return DPG_OK;
+	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
+					 &z->grad_bytes, "zero_step")) != DPG_OK)
+		return st;
+	if (dpg_fix_fold(full, z->u[u].acc, U->padded, &bad) != 0)
+		return zerr(z, DPG_ERR_INVALID, "zero_step", "deterministic mode: gradient value "
+			    "%g of unit %d is NaN, Inf or beyond the fixed-point range (|sum| < "
+			    "2^18): clip or scale the loss, or turn deterministic mode off", bad, u);
+	return DPG_OK;
+}
+
+/* Deterministic mode: sum the fixed-point gradients exactly (integer
+ * reduce-scatter), convert this rank's piece back to fp32 and add its exact
+ * sum of squares to det_sumsq. */
+static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
+{
+	const char *op = "zero_step";
+	const struct dpg_zunit *U = &z->L.u[u];
+	int64_t *acc, *mine;
+	dpg_status_t st;
+
+	if ((st = fold_unit(z, u)) != DPG_OK)
+		return st;
+	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
+					 &z->grad_bytes, op)) != DPG_OK)
+		return st;
+	acc = z->u[u].acc;
+	mine = acc + (size_t)z->r * U->shard;	/* the NCCL-style in-place block */
+	st = dpg_reduce_scatter(z->shard, acc, mine, U->shard, DPG_I64, DPG_SUM, NULL);
+	if (st == DPG_OK && z->rep)
+		st = dpg_allreduce(z->rep, mine, mine, U->shard, DPG_I64, DPG_SUM, NULL);
+	if (st != DPG_OK)
+		return st;
+	if (dpg_fix_to_f32(mine, grad_piece(z, u), U->shard, &z->det_sumsq) != 0)
+		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
+			    "unit %d is beyond the fixed-point range (|sum| < 2^18): clip or scale "
+			    "the loss, or turn deterministic mode off", u);
+	zfree(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
+	z->u[u].reduced = true;
+	if (z->o.stage > 1)
+		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
+	return DPG_OK;
+}
+
 /* Sum unit u's gradient over every rank into this rank's piece. */
 static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 {
@@ -884,6 +951,8 @@ static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 	float *full = unit_full_grad(z, u), *piece = grad_piece(z, u);
 	dpg_status_t st;
 
+	if (z->o.deterministic)
+		return reduce_unit_det(z, u);
 	if (!full) {	/* no gradient this step: zeros, but take part */
 		if (z->o.stage == 1)
 			return zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
@@ -933,11 +1002,31 @@ dpg_status_t dpg_zero_grads_ready(dpg_zero_t *z, int unit)
 
 /* ------------------------------------------------------------ the step */
 
+/* Deterministic mode: the exact global sum of squares (128-bit limbs summed
+ * by an integer allreduce), in value units. */
+static dpg_status_t grad_norm_det(struct dpg_zero *z, double *norm2)
+{
+	int64_t limbs[4];
+	dpg_status_t st;
+	int k;
+
+	dpg_u128_to_limbs(z->det_sumsq, limbs);
+	z->det_sumsq = 0;
+	for (k = 0; k < 4 && z->n > 1; k++)
+		if ((st = small_allreduce(z, z->shard, &limbs[k], DPG_I64, DPG_SUM)) != DPG_OK)
+			return st;
+	*norm2 = ldexp((double)dpg_u128_from_limbs(limbs), -2 * DPG_FIX_BITS);
+	return DPG_OK;
+}
+
 static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
 {
 	double s = 0;
 	dpg_status_t st;
 	int u;
+
+	if (z->o.deterministic)
+		return grad_norm_det(z, norm2);
 
 	for (u = 0; u < z->L.nunits; u++) {
 		double x;
@@ -1005,8 +1094,10 @@ static dpg_status_t clear_grads(struct dpg_zero *z)
 
 	if (z->o.stage == 1)
 		st = zzero(z, z->grad_full, z->L.padded_numel * sizeof(float));
+	z->det_sumsq = 0;
 	for (u = 0; u < z->L.nunits; u++) {
 		z->u[u].reduced = false;
+		zfree(z, (void **)&z->u[u].acc, z->L.u[u].padded * sizeof(int64_t), &z->grad_bytes);
 		if (z->o.stage > 1)
 			zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
 			      &z->grad_bytes);
@@ -1031,6 +1122,9 @@ dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
 	if (stats)
 		memset(stats, 0, sizeof(*stats));
 	if (z->micro < z->o.accum_steps - 1) {
+		for (u = 0; z->o.deterministic && u < z->L.nunits; u++)
+			if ((st = fold_unit(z, u)) != DPG_OK)
+				return st;
 		z->micro++;
 		if (stats) {
 			stats->step = z->step;

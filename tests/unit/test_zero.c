@@ -46,6 +46,7 @@ struct zcfg {
 	char ckdir[256];
 	int save_after;		/* save when this many steps are done (0: never) */
 	bool load;		/* resume from ckdir first */
+	int deterministic;
 };
 
 static double target(long s, int id, size_t i)
@@ -92,6 +93,7 @@ static dpg_zero_t *make_model(dpg_ctx_t *ctx, const struct zcfg *c)
 	o.param_dtype = c->pdt;
 	o.reduce_dtype = c->rdt;
 	o.weight_decay = 0.01f;
+	o.deterministic = c->deterministic;
 	CHK_OK(ctx, dpg_zero_create(ctx, &o, &z));
 	for (int id = 0; id < NP; id++) {
 		char name[16];
@@ -468,6 +470,58 @@ static void test_checkpoint_reshard(void **state)
 	}
 }
 
+/* The stretch goal: with a fixed micro-batch (2 samples; world x accum =
+ * 12), deterministic mode gives the same bits at 1, 2, 3 and 4 ranks, for
+ * every stage, with hybrid sharding and with clipping; the default mode
+ * does not (its sums follow the ring), which shows the test can tell. */
+static void test_deterministic_across_worlds(void **state)
+{
+	static const struct { int world, stage, shard; } runs[] = {
+		{ 2, 1, 0 }, { 3, 2, 0 }, { 4, 3, 0 }, { 4, 2, 2 }, { 3, 3, 1 },
+	};
+	struct zcfg ref = base_cfg(1, "det-ref"), c;
+	bool any_diff = false;
+
+	(void)state;
+	ref.deterministic = 1;
+	ref.accum = 12;
+	ref.clip = 0.5f;
+	train(&ref, 1);
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		char tag[32];
+
+		snprintf(tag, sizeof(tag), "det-w%d-s%d-h%d", runs[i].world, runs[i].stage,
+			 runs[i].shard);
+		c = base_cfg(runs[i].stage, tag);
+		c.deterministic = 1;
+		c.accum = 12 / runs[i].world;
+		c.clip = 0.5f;
+		c.shard_size = runs[i].shard;
+		train(&c, runs[i].world);
+		if (!same_bytes(ref.out, c.out))
+			fail_msg("%s: not bitwise identical to 1 rank (max rel diff %g)", tag,
+				 max_rel_diff(ref.out, c.out));
+		expect_close(&ref, &c, 0, tag);	/* and it trained */
+	}
+	/* the default mode, same runs: close, but not all bitwise equal */
+	ref = base_cfg(1, "nodet-ref");
+	ref.accum = 12;
+	ref.clip = 0.5f;
+	train(&ref, 1);
+	for (int w = 2; w <= 4; w++) {
+		char tag[32];
+
+		snprintf(tag, sizeof(tag), "nodet-w%d", w);
+		c = base_cfg(3, tag);
+		c.accum = 12 / w;
+		c.clip = 0.5f;
+		train(&c, w);
+		expect_close(&ref, &c, 2e-5, tag);
+		any_diff |= !same_bytes(ref.out, c.out);
+	}
+	assert_true(any_diff);
+}
+
 /* ---- memory per rank: the ZeRO formula ---- */
 
 struct memcfg {
@@ -580,6 +634,11 @@ static void body_errors(int rank, const struct job *j)
 	CHK(dpg_zero_create(ctx, &o, &z) == DPG_ERR_INVALID && z == NULL, "stage 4");
 	CHK(strstr(dpg_last_error(ctx), "stage 4"), "message: %s", dpg_last_error(ctx));
 	dpg_zero_opts_default(&o);
+	o.deterministic = 1;
+	o.reduce_dtype = DPG_BF16;
+	CHK(dpg_zero_create(ctx, &o, &z) == DPG_ERR_INVALID, "deterministic + bf16 reduction");
+	CHK(strstr(dpg_last_error(ctx), "fixed point"), "message: %s", dpg_last_error(ctx));
+	dpg_zero_opts_default(&o);
 	o.shard_size = 3;
 	CHK(dpg_zero_create(ctx, &o, &z) == DPG_ERR_INVALID, "shard_size 3 of %d", j->n);
 	dpg_zero_opts_default(&o);
@@ -644,6 +703,7 @@ int main(void)
 		cmocka_unit_test(test_accum_hybrid_clip),
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_checkpoint_reshard),
+		cmocka_unit_test(test_deterministic_across_worlds),
 		cmocka_unit_test(test_memory_formula),
 		cmocka_unit_test(test_errors),
 	};
