@@ -48,7 +48,7 @@ static inline mlp_shape_t mlp_default_shape(void)
 static inline void mlp_tensor_dims(const mlp_shape_t *s, int t, int *rows, int *cols)
 {
 	static const int is_bias[MLP_NTENSORS] = { 0, 1, 0, 1, 0, 1 };
-	int out = t < 2 ? s->h : t < 4 ? s->h : s->c;
+	int out = t < 4 ? s->h : s->c;
 	int in = t < 2 ? s->d : s->h;
 
 	*rows = out;

@@ -319,10 +319,12 @@ struct trainer {
 	FILE *params_out;		/* rank 0: --print-params, opened at start */
 	uint64_t shuffle_seed, init_seed;
 	long first_step;		/* 0, or the step a checkpoint resumes at */
+	int broken;			/* failed amid collective work: leave the job */
 };
 
 static int fail(struct trainer *t, dpg_status_t st)
 {
+	t->broken = 1;
 	fprintf(stderr, "train: rank %d: %s\n", t->rank,
 		t->ctx && dpg_last_error(t->ctx)[0] ? dpg_last_error(t->ctx) : dpg_strerror(st));
 	return 1;
@@ -341,8 +343,7 @@ static int alloc_host(struct trainer *t)
 {
 	size_t per_rank = (size_t)(t->cfg.global_batch / t->world);
 
-	if (mlp_data_init(&t->data, &t->shape, t->cfg.seed) != 0 ||
-	    mlp_work_init(&t->work, &t->shape, (int)t->cfg.micro_batch) != 0)
+	if (mlp_work_init(&t->work, &t->shape, (int)t->cfg.micro_batch) != 0)
 		return -1;
 	t->idx = malloc(per_rank * sizeof(long));
 	if (t->idx == NULL)
@@ -353,6 +354,17 @@ static int alloc_host(struct trainer *t)
 			return -1;
 	}
 	return 0;
+}
+
+/* Everything random derives from --seed: the dataset, the shuffle of each
+ * step, the initial parameters.  0, or -1 when out of memory. */
+static int use_seed(struct trainer *t, uint64_t seed)
+{
+	t->cfg.seed = seed;
+	t->shuffle_seed = dpg_seed(seed, 0, 1);
+	t->init_seed = dpg_seed(seed, 0, 2);
+	mlp_data_free(&t->data);
+	return mlp_data_init(&t->data, &t->shape, seed);
 }
 
 static void free_host(struct trainer *t)
@@ -425,6 +437,7 @@ static const float *param_f32(struct trainer *t, int i)
 
 static int missing_param(struct trainer *t, int i)
 {
+	t->broken = 1;
 	fprintf(stderr, "train: rank %d: parameters of %s are not available (unit %d not "
 		"gathered): a bug in the gather/release order\n", t->rank, mlp_tensor_name(i),
 		mlp_unit_of(i));
@@ -468,6 +481,7 @@ static int backward(struct trainer *t)
 		gW = dpg_zero_grad(t->z, t->id[2 * u]);
 		gb = dpg_zero_grad(t->z, t->id[2 * u + 1]);
 		if (gW == NULL || gb == NULL) {
+			t->broken = 1;
 			fprintf(stderr, "train: rank %d: no gradient buffer for unit %d: %s\n",
 				t->rank, u, dpg_last_error(t->ctx)[0] ? dpg_last_error(t->ctx) :
 				"out of memory");
@@ -507,6 +521,7 @@ static int train_step(struct trainer *t, long s, double *loss_sum, dpg_step_stat
 			return fail(t, st);
 	}
 	if (!stats->stepped) {
+		t->broken = 1;
 		fprintf(stderr, "train: rank %d: step %ld: the runtime did not step after %d "
 			"micro-steps (accum_steps mismatch)\n", t->rank, s + 1, t->k);
 		return 1;
@@ -587,8 +602,11 @@ static int check_extra(struct trainer *t, const unsigned char *x, size_t len)
 			"--steps %ld: ask for more steps\n", t->rank, c->ckpt_dir, next, c->steps);
 		return EXIT_USAGE;
 	}
-	t->cfg.seed = seed;
 	t->first_step = (long)next;
+	if (use_seed(t, seed) != 0) {
+		fprintf(stderr, "train: rank %d: out of memory for the dataset\n", t->rank);
+		return 1;
+	}
 	return 0;
 }
 
@@ -760,14 +778,12 @@ static int setup(struct trainer *t)
 		(void)fail(t, st);
 		return EXIT_USAGE;
 	}
-	if (alloc_host(t) != 0) {
+	if (alloc_host(t) != 0 || use_seed(t, t->cfg.seed) != 0) {
 		fprintf(stderr, "train: rank %d: out of memory for the model's host buffers "
 			"(--micro-batch %ld): use a smaller micro batch\n", t->rank,
 			t->cfg.micro_batch);
 		return 1;
 	}
-	t->shuffle_seed = dpg_seed(t->cfg.seed, 0, 1);
-	t->init_seed = dpg_seed(t->cfg.seed, 0, 2);
 	if ((st = create_model(t)) != DPG_OK) {
 		(void)fail(t, st);
 		return st == DPG_ERR_INVALID ? EXIT_USAGE : 1;	/* e.g. --shard-size */
@@ -794,6 +810,13 @@ int main(int argc, char **argv)
 	rc = setup(&t);
 	if (rc == 0)
 		rc = run(&t);
+	/* A failure amid collective work ends the job: dpg_abort makes
+	 * dpg_finalize skip its goodbye barrier, which would wait DPG_TIMEOUT
+	 * for a dead peer or for ranks still blocked in a collective with this
+	 * one.  Errors every rank agrees on, and a local one after the last
+	 * collective (--print-params), leave together through the barrier. */
+	if (t.broken && t.ctx && t.world > 1)
+		dpg_abort(t.ctx);
 	if (t.z)
 		dpg_zero_destroy(t.z);
 	free_host(&t);

@@ -89,6 +89,12 @@ static struct rt_comm *rc_of(dpg_comm_t *c)
 
 /* ------------------------------------------------------------ errors */
 
+void dpg_ctx_set_failed(struct dpg_ctx *ctx)
+{
+	if (ctx)
+		ctx->failed = true;
+}
+
 void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
 {
 	va_list ap;

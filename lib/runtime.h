@@ -24,6 +24,10 @@ enum dpg_comm_owner {
 void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* A collective run outside the public calls (zero.c's prefetch thread)
+ * failed: dpg_finalize must not wait for the peers' goodbye. */
+void dpg_ctx_set_failed(struct dpg_ctx *ctx);
+
 /* "rank R (HOST)", the prefix of every message of ctx. */
 const char *dpg_ctx_who(const struct dpg_ctx *ctx);
 

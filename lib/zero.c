@@ -775,6 +775,8 @@ void *dpg_zero_param(dpg_zero_t *z, int id)
 
 static dpg_status_t pf_failed(struct dpg_zero *z, const char *op)
 {
+	if (z->pf.st != DPG_ERR_INVALID)
+		dpg_ctx_set_failed(z->ctx);
 	return zerr(z, z->pf.st, op, "%s", z->pf.msg);
 }
 

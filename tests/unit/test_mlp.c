@@ -456,7 +456,7 @@ static void test_init_deterministic(void **state)
 				sq += (double)a[i] * a[i];
 			}
 			/* uniform in +-lim: variance lim^2 / 3 */
-			assert_true(fabs(sq / n - lim * lim / 3.0) < 0.15 * lim * lim / 3.0);
+			assert_true(fabs(sq / (double)n - lim * lim / 3.0) < 0.15 * lim * lim / 3.0);
 		}
 		free(a); free(b); free(c);
 	}

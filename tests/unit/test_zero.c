@@ -613,6 +613,46 @@ static void test_memory_formula(void **state)
 	}
 }
 
+/* A rank dies while stage 3 gathers in the background: the survivors get a
+ * clear error naming it, and dpg_finalize does not wait for its goodbye
+ * (the prefetch thread's failure marks the context failed). */
+static void body_peer_dies(int rank, const struct job *j)
+{
+	struct zcfg c = base_cfg(3, "die");
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_t *z;
+	dpg_status_t st = DPG_OK;
+	double t0;
+
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	z = make_model(ctx, &c);
+	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
+	if (rank == j->n - 1)
+		_exit(0);	/* gone, without a word */
+	t0 = now_s();
+	for (int i = 0; i < 50 && st == DPG_OK; i++) {
+		st = dpg_zero_gather(z, i % NUNITS, (i + 1) % NUNITS);
+		if (st == DPG_OK)
+			st = dpg_zero_release(z, i % NUNITS);
+	}
+	CHK(st == DPG_ERR_PEER, "gather after a peer died: %s (%s)", dpg_strerror(st),
+	    dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), "prefetch") && strstr(dpg_last_error(ctx), "peer rank"),
+	    "message: %s", dpg_last_error(ctx));
+	dpg_zero_destroy(z);
+	dpg_finalize(ctx);
+	CHK(now_s() - t0 < 10, "error + finalize took %.1f s (DPG_TIMEOUT %g)", now_s() - t0,
+	    j->timeout_s);
+}
+
+static void test_peer_dies_stage3(void **state)
+{
+	struct job j = { .n = 3, .body = body_peer_dies, .timeout_s = 30 };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
 /* ---- errors ---- */
 
 static void body_errors(int rank, const struct job *j)
@@ -705,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_checkpoint_reshard),
 		cmocka_unit_test(test_deterministic_across_worlds),
 		cmocka_unit_test(test_memory_formula),
+		cmocka_unit_test(test_peer_dies_stage3),
 		cmocka_unit_test(test_errors),
 	};
 
