@@ -51,6 +51,7 @@ struct cfg {
 	long log_every;
 	dpg_dtype_t param_dtype;
 	int shard_size;
+	int deterministic;
 	const char *print_params;
 	long stop_after;	/* 0: run to --steps */
 	int seed_given;
@@ -95,6 +96,8 @@ static void usage(FILE *f)
 		"  --param-dtype f32|bf16  working parameters (default f32; master copy is fp32)\n"
 		"  --shard-size N       ranks per shard group (default 0 = the world; a divisor\n"
 		"                       of the world = hybrid sharding)\n"
+		"  --deterministic      bitwise-identical results at any world size for the same\n"
+		"                       --micro-batch (fixed-point gradient sums; CPU backend)\n"
 		"  --print-params FILE  rank 0 writes the final parameters as raw float32 (host byte\n"
 		"                       order, tensors l1.weight l1.bias l2.weight l2.bias l3.weight l3.bias)\n"
 		"  --stop-after N       stop after step N as if interrupted (the schedule still spans --steps)\n"
@@ -163,7 +166,7 @@ static int parse_word(const char *flag, const char *s, const char *a, const char
 
 enum {
 	O_STEPS = 256, O_GB, O_MB, O_STAGE, O_OPT, O_LR, O_WARMUP, O_CLIP, O_SEED,
-	O_SAMPLES, O_CKPT, O_SAVE, O_RESUME, O_LOG, O_DTYPE, O_SHARD, O_PRINT, O_STOP,
+	O_SAMPLES, O_CKPT, O_SAVE, O_RESUME, O_LOG, O_DTYPE, O_SHARD, O_PRINT, O_STOP, O_DET,
 	O_HELP,
 };
 
@@ -186,6 +189,7 @@ static const struct option long_opts[] = {
 	{ "shard-size", required_argument, NULL, O_SHARD },
 	{ "print-params", required_argument, NULL, O_PRINT },
 	{ "stop-after", required_argument, NULL, O_STOP },
+	{ "deterministic", no_argument, NULL, O_DET },
 	{ "help", no_argument, NULL, O_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -226,6 +230,7 @@ static int apply_opt(struct cfg *c, int opt, const char *arg)
 		return 0;
 	case O_SAVE: return parse_long("--save-every", arg, 0, 100000000L, &c->save_every);
 	case O_RESUME: c->resume = 1; return 0;
+	case O_DET: c->deterministic = 1; return 0;
 	case O_LOG: return parse_long("--log-every", arg, 1, 100000000L, &c->log_every);
 	case O_DTYPE:
 		if ((w = parse_word("--param-dtype", arg, "f32", "bf16")) < 0)
@@ -388,6 +393,7 @@ static dpg_status_t create_model(struct trainer *t)
 	o.param_dtype = t->cfg.param_dtype;
 	o.accum_steps = t->k;
 	o.shard_size = t->cfg.shard_size;
+	o.deterministic = t->cfg.deterministic;
 	if ((st = dpg_zero_create(t->ctx, &o, &t->z)) != DPG_OK)
 		return st;
 	for (int i = 0; i < MLP_NTENSORS; i++) {

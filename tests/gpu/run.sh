@@ -1,9 +1,12 @@
 #!/bin/sh
-# tests/gpu/run.sh - the NCCL backend's collective tests on this host's GPUs
-# (make check-gpu).  Exits 77, automake's "skipped", where there is no GPU or
-# libdpg was built without NCCL.
-#   usage: tests/gpu/run.sh [PATH/TO/test_nccl_coll] [RANKS]
+# tests/gpu/run.sh - the NCCL backend's tests on this host's GPUs (make
+# check-gpu): the collectives (test_nccl_coll), then the sharded step and its
+# kernels (test_zero_gpu).  Exits 77, automake's "skipped", where there is no
+# GPU or libdpg was built without NCCL; 1 when either test fails.
+#   usage: tests/gpu/run.sh [PATH/TO/test_nccl_coll] [RANKS] [PATH/TO/test_zero_gpu]
+# (test_zero_gpu defaults to the one beside test_nccl_coll)
 bin=${1:-./tests/gpu/test_nccl_coll}
+zbin=${3:-$(dirname "$bin")/test_zero_gpu}
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
 	echo "SKIPPED: no NVIDIA GPU (nvidia-smi not found)"
@@ -14,7 +17,7 @@ if [ "${ngpu:-0}" -lt 1 ]; then
 	echo "SKIPPED: no NVIDIA GPU (nvidia-smi lists no device)"
 	exit 77
 fi
-if [ ! -x "$bin" ]; then
+if [ ! -x "$bin" ] && [ ! -x "$zbin" ]; then
 	echo "SKIPPED: $bin not built (configure found no NCCL; see its summary)"
 	exit 77
 fi
@@ -22,4 +25,24 @@ ranks=${2:-$ngpu}
 [ "$ranks" -gt 8 ] && ranks=8
 echo "GPUs: $ngpu; running $ranks rank(s), one GPU each"
 [ "$ranks" -eq 1 ] && echo "note: NCCL allows one rank per GPU, so one GPU tests 1 rank"
-exec "$bin" "$ranks"
+
+# run each test that is built; 0 passed, 77 skipped, anything else failed
+failed=0
+ran=0
+for t in "$bin" "$zbin"; do
+	if [ ! -x "$t" ]; then
+		echo "note: $t not built (configure found no nvcc or no NCCL): not run"
+		continue
+	fi
+	echo "== $t $ranks"
+	"$t" "$ranks"
+	rc=$?
+	case $rc in
+	0) ran=$((ran + 1)) ;;
+	77) echo "note: $t skipped" ;;
+	*) echo "FAIL: $t exited with $rc"; failed=$((failed + 1)) ;;
+	esac
+done
+[ "$failed" -gt 0 ] && exit 1
+[ "$ran" -eq 0 ] && exit 77
+exit 0
