@@ -174,7 +174,8 @@ dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh);
  * One optimizer step = reduce-scatter (average) of the gradients -> optional
  * global-norm clipping -> update of the fp32 master shard (AdamW or SGD
  * with momentum) -> all-gather of the working parameters (stages 1, 2).
- * Buffers are host memory on the CPU backend and device memory on NCCL.
+ * Buffers are host memory on the CPU backend and device memory on NCCL (on
+ * the context's device, which the dpg_zero_* calls make current).
  * A dpg_zero_t is used from one thread, like its context.
  * ------------------------------------------------------------------- */
 typedef struct dpg_zero dpg_zero_t;

@@ -2,6 +2,7 @@
  * shard-RRRRR formats, atomic writes, the latest pointer, resharding reads. */
 #include "ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1350,4 +1351,37 @@ int dpg_ckpt_read_shard(const struct dpg_ckpt_meta *meta, const struct dpg_zlayo
 	if (rc != 0)
 		zero_state(L, nstate, state);	/* nothing unverified stays */
 	return rc;
+}
+
+/* ------------------------------------------------------------ leftovers */
+
+static void clean_tmp_in(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char full[4096 + 256];
+		int n;
+
+		if (!strstr(de->d_name, ".tmp."))
+			continue;
+		n = snprintf(full, sizeof(full), "%s/%s", path, de->d_name);
+		if (n > 0 && (size_t)n < sizeof(full))
+			(void)unlink(full);
+	}
+	closedir(d);
+}
+
+void dpg_ckpt_clean_tmp(const char *dir, long step)
+{
+	char sd[4096];
+
+	if (!dir || !*dir)
+		return;
+	clean_tmp_in(dir);
+	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), NULL) == 0)
+		clean_tmp_in(sd);
 }

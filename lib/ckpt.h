@@ -55,6 +55,10 @@ int dpg_ckpt_commit(const char *dir, long step, const struct dpg_zlayout *L,
 		    int optimizer, int nstate, const void *extra, size_t extra_len,
 		    struct dpg_err *err);
 
+/* Remove the NAME.tmp.PID files a killed writer left in DIR and in its
+ * step directory (best effort; call when no save of DIR is in flight). */
+void dpg_ckpt_clean_tmp(const char *dir, long step);
+
 /* Read DIR/latest and its metadata (checksum verified).  Free with
  * dpg_ckpt_meta_free (also after a failure). */
 int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,

@@ -184,8 +184,15 @@ int dpg_net_connect(const char *host, uint16_t port, int64_t deadline_ms,
 		}
 		if (!retryable(e) || dpg_now_ms() + backoff >= deadline_ms)
 			break;
-		/* exponential backoff with jitter, capped at 1 s */
-		usleep((useconds_t)((backoff + rand_r(&seed) % (backoff + 1)) * 1000));
+		/* exponential backoff with jitter, capped at 1 s, never past the deadline */
+		{
+			int64_t nap = backoff + rand_r(&seed) % (backoff + 1);
+			int64_t left = deadline_ms - dpg_now_ms();
+
+			if (nap > left)
+				nap = left > 0 ? left : 0;
+			usleep((useconds_t)(nap * 1000));
+		}
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	freeaddrinfo(ai);

@@ -89,6 +89,11 @@ static struct rt_comm *rc_of(dpg_comm_t *c)
 
 /* ------------------------------------------------------------ errors */
 
+int dpg_ctx_device(const struct dpg_ctx *ctx)
+{
+	return ctx ? ctx->device : -1;
+}
+
 void dpg_ctx_set_failed(struct dpg_ctx *ctx)
 {
 	if (ctx)

@@ -28,6 +28,9 @@ void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
  * failed: dpg_finalize must not wait for the peers' goodbye. */
 void dpg_ctx_set_failed(struct dpg_ctx *ctx);
 
+/* The CUDA device of the context's NCCL communicators (-1: none). */
+int dpg_ctx_device(const struct dpg_ctx *ctx);
+
 /* "rank R (HOST)", the prefix of every message of ctx. */
 const char *dpg_ctx_who(const struct dpg_ctx *ctx);
 

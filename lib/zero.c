@@ -49,6 +49,7 @@ struct dpg_zero {
 	dpg_ctx_t *ctx;
 	dpg_zero_opts_t o;
 	bool on_gpu;
+	int device;		/* the context's CUDA device (GPU) */
 	/* groups */
 	dpg_mesh_t *mesh;	/* hybrid sharding only */
 	dpg_comm_t *shard;	/* the shard group */
@@ -100,6 +101,19 @@ static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
 /* ------------------------------------------------------------ memory:
  * the same operations on host and device memory */
 
+#ifdef DPG_HAVE_CUDA_ZERO
+/* On the GPU? Then make the context's device current: every buffer of z
+ * lives there, whatever device the caller selected since. */
+static int zgpu(struct dpg_zero *z)
+{
+	if (!z->on_gpu)
+		return 0;
+	if (z->device >= 0)
+		(void)dpg_cuda_set_device(z->device);
+	return 1;
+}
+#endif
+
 static dpg_status_t cuda_st(struct dpg_zero *z, const char *op, int rc)
 {
 #ifdef DPG_HAVE_CUDA_ZERO
@@ -116,7 +130,7 @@ static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *a
 	if (bytes == 0)
 		return DPG_OK;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (zgpu(z)) {
 		int rc = dpg_cuda_alloc(p, bytes);
 
 		if (rc != 0)
@@ -140,7 +154,7 @@ static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
 	if (!*p)
 		return;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu)
+	if (zgpu(z))
 		(void)dpg_cuda_free(*p);
 	else
 #endif
@@ -156,7 +170,7 @@ static dpg_status_t zzero(struct dpg_zero *z, void *p, size_t bytes)
 	if (bytes == 0)
 		return DPG_OK;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (zgpu(z)) {
 		int rc = dpg_cuda_memset0(p, bytes, NULL);
 
 		return rc ? cuda_st(z, "memset", rc) : DPG_OK;
@@ -175,7 +189,7 @@ static dpg_status_t zcopy(struct dpg_zero *z, void *dst, const void *src, size_t
 	if (bytes == 0)
 		return DPG_OK;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (zgpu(z)) {
 		int rc = dir == 0 ? dpg_cuda_h2d(dst, src, bytes, NULL) :
 				    dpg_cuda_d2h(dst, src, bytes, NULL);
 
@@ -192,7 +206,7 @@ static dpg_status_t zcast(struct dpg_zero *z, void *dst, const float *src, size_
 	if (n == 0)
 		return DPG_OK;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (zgpu(z)) {
 		int rc = z->o.param_dtype == DPG_BF16 ?
 			 dpg_cuda_f32_to_bf16(src, dst, n, NULL) :
 			 dpg_cuda_d2d(dst, src, n * sizeof(float), NULL);
@@ -211,7 +225,7 @@ static dpg_status_t z_to_bf16(struct dpg_zero *z, const float *in, uint16_t *out
 {
 	(void)z;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (zgpu(z)) {
 		int rc = dpg_cuda_f32_to_bf16(in, out, n, NULL);
 
 		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
@@ -226,7 +240,7 @@ static dpg_status_t z_from_bf16(struct dpg_zero *z, const uint16_t *in, float *o
 {
 	(void)z;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (zgpu(z)) {
 		int rc = dpg_cuda_bf16_to_f32(in, out, n, NULL);
 
 		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
@@ -240,7 +254,7 @@ static dpg_status_t z_sumsq(struct dpg_zero *z, const float *x, size_t n, double
 {
 	(void)z;
 #ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (zgpu(z)) {
 		int rc = dpg_cuda_sumsq(x, n, out, NULL);
 
 		return rc ? cuda_st(z, "sumsq", rc) : DPG_OK;
@@ -470,6 +484,7 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 		return st;
 	}
 	z->on_gpu = dpg_backend(ctx) == DPG_BACKEND_NCCL;
+	z->device = dpg_ctx_device(ctx);
 #ifndef DPG_HAVE_CUDA_ZERO
 	if (z->on_gpu) {
 		free(z);
@@ -1065,7 +1080,7 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			float *v = z->state[2] + off;
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (z->on_gpu)
+			if (zgpu(z))
 				rc = dpg_cuda_adamw(p, m, v, g, n, &h, NULL);
 			else
 #endif
@@ -1077,7 +1092,7 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			};
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (z->on_gpu)
+			if (zgpu(z))
 				rc = dpg_cuda_sgd(p, m, g, n, &h, NULL);
 			else
 #endif
@@ -1192,8 +1207,10 @@ static dpg_status_t agree(struct dpg_zero *z, dpg_status_t mine, const char *op)
 	/* the allreduce clears the context's message: keep this rank's */
 	snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
 	st = small_allreduce(z, dpg_world(z->ctx), &v, DPG_I32, DPG_MAX);
-	if (st != DPG_OK)
-		return st;
+	if (st != DPG_OK) {
+		snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
+		return zerr(z, st, op, "agreeing on the outcome: %s", saved);
+	}
 	if (mine != DPG_OK)
 		dpg_ctx_seterr(z->ctx, "%s", saved);
 	if (v != DPG_OK && mine == DPG_OK)
@@ -1264,6 +1281,9 @@ dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
 	}
 	if ((st = agree(z, st, op)) != DPG_OK)
 		return st;
+	/* every shard is on disk: what a killed writer left behind can go */
+	if (dpg_rank(z->ctx) == 0)
+		dpg_ckpt_clean_tmp(dir, z->step);
 	if (dpg_rank(z->ctx) == 0 && dpg_ckpt_commit(dir, z->step, &z->L, (int)z->o.optimizer,
 						    z->nstate, extra, extra_len, &e) != 0)
 		st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - the whole dpg test suite on a fresh Debian 12 machine (what CI runs):
 # deps, -Werror build + unit tests, packages, ASan+UBSan unit tests, libFuzzer
-# (60 s per harness), valgrind, man pages, e2e through a real Slurm minicluster
+# (60 s per harness), valgrind, fault injection (tests/faults), man pages, e2e
+# through a real Slurm minicluster
 # (loopback and network-namespace modes), sbatch templates, distcheck.
 # Usage: scripts/test.sh            Env: DPG_SKIP_DEPS=1, DPG_STAGES="werror asan ..."
 set -uo pipefail
@@ -9,7 +10,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 logs=$top/build/logs
 mkdir -p "$logs"
-stages=${DPG_STAGES:-"deps bootstrap werror unit pkg asan fuzz valgrind man e2e e2e-netns templates distcheck"}
+stages=${DPG_STAGES:-"deps bootstrap werror unit pkg asan fuzz valgrind faults man e2e e2e-netns templates distcheck"}
 declare -A result seconds
 failed=0
 
@@ -34,7 +35,7 @@ st_deps() { [ "${DPG_SKIP_DEPS:-0}" = 1 ] || scripts/deps.sh; }
 st_bootstrap() { autoreconf -fi; }
 st_werror() (
 	mkdir -p build/werror && cd build/werror &&
-	../../configure CFLAGS="$werror_flags" && make -j2
+	../../configure CFLAGS="$werror_flags" && make -j2 && make -j2 extra-programs
 )
 st_unit() { make -C build/werror -j2 check || { cat build/werror/tests/unit/*.log; return 1; }; }
 st_asan() (
@@ -60,6 +61,7 @@ st_valgrind() {
 }
 st_fuzz() { tests/fuzz/run.sh "${DPG_FUZZ_SECONDS:-60}"; }
 st_man() { make -C build/werror check-man; }
+st_faults() { make -C build/werror check-faults && cat build/werror/faults.md; }
 st_templates() { make -C build/werror check-templates; }
 st_e2e() { make -C build/werror check-e2e; }
 st_e2e_netns() { make -C build/werror check-e2e-netns; }
@@ -76,6 +78,7 @@ for s in $stages; do
 	pkg) run_stage pkg scripts/pkg-test.sh ;;
 	fuzz) run_stage fuzz st_fuzz ;;
 	man) run_stage man st_man ;;
+	faults) run_stage faults st_faults ;;
 	templates) run_stage templates st_templates ;;
 	e2e) run_stage e2e st_e2e ;;
 	e2e-netns) run_stage e2e-netns st_e2e_netns ;;

@@ -371,6 +371,8 @@ static void rank_main(int rank, int n, uint16_t port)
 	OK(ctx, dpg_init(NULL, &ctx));
 	CHK(dpg_backend(ctx) == DPG_BACKEND_NCCL, "backend %d", dpg_backend(ctx));
 	w = dpg_world(ctx);
+	/* the communicator is on device LOCAL_RANK (= rank here): so are the buffers */
+	CU(cudaSetDevice(rank));
 	CU(cudaStreamCreate(&s));
 	check_allreduce(ctx, w, s);
 	check_rs_ag_bcast(ctx, w, s);
