@@ -126,6 +126,7 @@ struct cpu {
 	bool tcp_spin;
 	/* sticky failure */
 	int fail_rc;
+	bool prev_waiting;		/* prev said it times out on its own prev */
 	char fail_msg[DPG_ERR_MSG_MAX];
 	bool fail_sent;
 	/* buffers */
@@ -292,13 +293,20 @@ static int notice_read(struct cpu_link *l, int fd, struct dpg_fail *f)
 	}
 }
 
-/* Look for a notice on every channel without blocking: 1 = *f filled. */
+/* Look for a notice on every channel without blocking: 1 = *f filled.  A
+ * WAITING notice from the predecessor is no failure: it is recorded in
+ * p->prev_waiting (see timeout_verdict) and reading goes on. */
 static int notice_poll(struct cpu *p, struct dpg_fail *f)
 {
-	if (p->prev.kind == LINK_TCP && notice_read(&p->prev, p->prev.cfd, f) > 0)
-		return 1;
-	if (p->next.kind == LINK_TCP && notice_read(&p->next, p->next.fd, f) > 0)
-		return 1;
+	while (p->prev.kind == LINK_TCP && notice_read(&p->prev, p->prev.cfd, f) > 0) {
+		if (f->why != DPG_FAIL_WAITING)
+			return 1;
+		if (f->reporter == p->prev.peer)
+			p->prev_waiting = true;
+	}
+	while (p->next.kind == LINK_TCP && notice_read(&p->next, p->next.fd, f) > 0)
+		if (f->why != DPG_FAIL_WAITING)
+			return 1;
 	if (p->shm != NULL && dpg_shm_fail_get(p->shm, f))
 		return 1;
 	return 0;
@@ -612,6 +620,53 @@ static int timeout_fail(struct cpu *p, int waiting_for, struct dpg_err *err)
 	return fail_self(p, DPG_FAIL_TIMEOUT, waiting_for, -DPG_ERR_TIMEOUT, err);
 }
 
+static int abort_fail(struct cpu *p, struct dpg_err *err);
+
+/* Our deadline passed while we wait for input from prev over TCP.  On a
+ * ring every rank behind a stalled one waits for its own predecessor, so
+ * "prev" is the culprit only if prev is not waiting itself: tell next that
+ * we are waiting (a WAITING notice), then wait CPU_GRACE_MS for a verdict or
+ * for prev's own WAITING notice; if prev waits too, wait longer for the
+ * verdict that then comes down the ring from the rank right behind the
+ * culprit.  Without one, blame prev as before. */
+static int timeout_verdict(struct cpu *p, int waiting_for, struct dpg_err *err)
+{
+	struct dpg_fail w = { .why = DPG_FAIL_WAITING, .culprit = p->prev.peer,
+			      .reporter = p->rank };
+	int64_t t0 = dpg_now_ms();
+	struct dpg_fail f;
+
+	if (p->n < 3 || p->prev.kind != LINK_TCP || waiting_for != p->prev.peer)
+		return timeout_fail(p, waiting_for, err);
+	if (p->next.kind == LINK_TCP)
+		send_notice(p->next.cfd, &w);
+	for (;;) {
+		struct pollfd pf[2];
+		int np = 0;
+
+		if (notice_poll(p, &f) > 0)
+			return fail_set(p, &f, err);
+		if (is_aborted(p))
+			return abort_fail(p, err);
+		if (dpg_now_ms() - t0 >= (p->prev_waiting ? (int64_t)p->n * CPU_GRACE_MS :
+					  CPU_GRACE_MS))
+			break;
+		if (!p->prev.nclosed) {
+			pf[np].fd = p->prev.cfd;
+			pf[np++].events = POLLIN;
+		}
+		if (p->next.kind == LINK_TCP && !p->next.nclosed) {
+			pf[np].fd = p->next.fd;
+			pf[np++].events = POLLIN;
+		}
+		if (np > 0)
+			poll(pf, (nfds_t)np, 20);
+		else
+			usleep(20000);
+	}
+	return timeout_fail(p, waiting_for, err);
+}
+
 static int abort_fail(struct cpu *p, struct dpg_err *err)
 {
 	dpg_errf(err, "aborted");
@@ -636,7 +691,8 @@ static int eng_health(struct cpu *p, int64_t deadline, bool want_in, bool want_o
 			return fail_shm(p, rc, err);
 	}
 	if (dpg_now_ms() >= deadline)
-		return timeout_fail(p, waiting_for, err);
+		return want_in ? timeout_verdict(p, waiting_for, err) :
+				 timeout_fail(p, waiting_for, err);
 	return 0;
 }
 
@@ -720,6 +776,7 @@ static int run_job(struct cpu *p, const struct job *j, struct dpg_err *err)
 	int rc;
 
 	memset(&e, 0, sizeof(e));
+	p->prev_waiting = false;
 	if (p->shm != NULL)
 		dpg_shm_pipe_begin(p->shm);
 	eng_load_out(p, j, &e);

@@ -37,6 +37,10 @@ enum dpg_fail_why {
 	DPG_FAIL_ABORTED,	/* it was aborted (dpg_abort) */
 	DPG_FAIL_TIMEOUT,	/* someone timed out waiting for it */
 	DPG_FAIL_PROTO,		/* it broke the protocol */
+	DPG_FAIL_WAITING,	/* not a failure: the reporter timed out waiting
+				 * for culprit, its ring predecessor, and asks
+				 * its successor to wait for the verdict (TCP
+				 * notices only, never in the failure word) */
 };
 
 /* A failure: culprit (comm rank) failed for `why`, as seen by reporter. */

@@ -1140,12 +1140,6 @@ static void kill_mid_call(struct fcase *fc, enum topo t, int n, int victim, enum
 		 * deadline can tell */
 		e.st_mask = M(DPG_ERR_TIMEOUT);
 		e.max_s = g_timeout + 1.0;
-		/* known limitation: on the TCP ring every rank then waits on
-		 * its predecessor, and the first to time out may blame a
-		 * neighbour that was itself waiting (shared memory sees every
-		 * rank and always names the right one); counted, not required */
-		if (t == T_TCP)
-			e.name_rank = -1;
 	}
 	if (kind == W_BARRIER) {
 		w.hold_rank = victim;
