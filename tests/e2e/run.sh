@@ -740,6 +740,13 @@ pcase "plugstack gpu_visibility=bar is a clear error" c_bad_conf gpu_visibility=
 pcase "plugstack gpu_sharing=maybe is a clear error" c_bad_conf gpu_sharing=maybe "gpu_sharing='maybe'"
 pcase "plugstack topology_xml=relative.xml is a clear error" c_bad_conf topology_xml=relative.xml "topology_xml='relative.xml'"
 
+nodes_ok() { # no node drained or down (a user's or an admin's mistake must not drain)
+	local states
+	states=$(sinfo -h -o '%T %N' | tr '\n' ' ')
+	echo "sinfo: $states"
+	! grep -qiE 'drain|down|fail|not_resp' <<<"$states" || fail "nodes are now: $states"
+}
+
 c_bad_conf_compute() { # KIND ARG KEY: bad argument on the compute nodes only
 	# srun reads a client slurm.conf whose PlugStackConfig is still good (as
 	# on a login node with a different plugstack); the nodes' stepds read
@@ -764,7 +771,8 @@ c_bad_conf_compute() { # KIND ARG KEY: bad argument on the compute nodes only
 	if [ "$kind" = required ]; then
 		[ $rc != 0 ] || fail "required plugin failed but srun exited 0" || return 1
 	fi
-	note "srun exit $rc, $(grep -c '^DPGE2E' "$WORK/badconf2.out") tasks ran, none with contract: $(grep -m1 "dpg: .*$key" "$WORK/badconf2.err" | cut -c1-90)"
+	nodes_ok || return 1
+	note "srun exit $rc, $(grep -c '^DPGE2E' "$WORK/badconf2.out") tasks ran, none with contract, no drain: $(grep -m1 "dpg: .*$key" "$WORK/badconf2.err" | cut -c1-90)"
 }
 pcase "plugstack port_range=5-1 on the compute nodes only (optional): no contract, clear error" \
 	c_bad_conf_compute optional port_range=5-1 port_range
@@ -889,9 +897,25 @@ c_fx_toomany() { # G=64 (the option's maximum) on a node with 4 GPUs
 	[ $rc = 0 ] || return 1
 	[ "$(grep -c 'GPUs requested but this node has 4' "$WORK/fx64.out.err")" = 2 ] ||
 		fail "expected the refusal once per task (2)" || return 1
-	[ "$(grep -c '^DPGE2E' "$WORK/fx64.out")" = 2 ] || fail "the 2 tasks must still run (optional plugin)"
+	[ "$(grep -c '^DPGE2E' "$WORK/fx64.out")" = 2 ] || fail "the 2 tasks must still run (optional plugin)" || return 1
+	nodes_ok
 }
 pcase "fixture: --dpg-gpus-per-task=64 accepted by srun, refused per task: 'this node has 4'" c_fx_toomany
+c_fx_toomany_required() { # the same failure inside a task callback, plugin "required"
+	local rc
+	plugstack "required $SO topology_xml=$FX"
+	echo "plugstack.conf: required dpg.so topology_xml=(fixture); srun -N2 -n2 --dpg-gpus-per-task=64"
+	st -N2 -n2 --dpg-gpus-per-task=64 "$T" >"$WORK/fx64r.out" 2>"$WORK/fx64r.err"; rc=$?
+	plugstack_restore
+	show "$WORK/fx64r.err" stderr
+	[ $rc != 0 ] || fail "required plugin failed in the task callback but srun exited 0" || return 1
+	grep -q 'GPUs requested but this node has 4' "$WORK/fx64r.err" ||
+		fail "no 'GPUs requested but this node has 4' message" || return 1
+	! grep -q '^DPGE2E' "$WORK/fx64r.out" || fail "a task ran although the required plugin failed" || return 1
+	nodes_ok || return 1
+	note "srun exit $rc, 0 tasks ran, no drain: $(grep -m1 'GPUs requested' "$WORK/fx64r.err" | cut -c1-100)"
+}
+pcase "fixture: the same refusal with the plugin required: tasks fail clearly, no drain" c_fx_toomany_required
 
 # --- the plugstack's bind= and the user's --dpg-bind (live topology)
 pcase "plugstack bind=none (live): not bound" \
