@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "dpg.h"
+#include "../unit/testenv.h"
 #include "sha256.h"
 
 /* The ZeRO API lands in lib/zero.c; until libdpg exports it these stay NULL
@@ -187,43 +188,6 @@ struct rspec {
 	struct wcfg w;
 };
 
-static void clean_env(void)
-{
-	static const char *const prefixes[] = { "SLURM_", "DPG_", "OMPI_", "PMI_",
-						"PMIX_", "TORCHELASTIC_" };
-	static const char *const names[] = { "RANK", "WORLD_SIZE", "LOCAL_RANK",
-					     "LOCAL_WORLD_SIZE", "NODE_RANK",
-					     "GROUP_RANK", "GROUP_WORLD_SIZE",
-					     "MASTER_ADDR", "MASTER_PORT",
-					     "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
-					     "SLURMD_NODENAME" };
-	bool again = true;
-
-	while (again) {
-		again = false;
-		for (char **e = environ; e != NULL && *e != NULL; e++) {
-			char name[256];
-			size_t n = strcspn(*e, "=");
-			bool drop = false;
-
-			if (n >= sizeof(name))
-				continue;
-			memcpy(name, *e, n);
-			name[n] = '\0';
-			for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-				if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
-					drop = true;
-			for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-				if (strcmp(name, names[i]) == 0)
-					drop = true;
-			if (drop) {
-				unsetenv(name);
-				again = true;
-				break;
-			}
-		}
-	}
-}
 
 static void setenv_long(const char *name, long v)
 {

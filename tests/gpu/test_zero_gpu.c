@@ -46,6 +46,7 @@
 #pragma GCC diagnostic pop
 
 #include "dpg.h"
+#include "../unit/testenv.h"
 #include "optim.h"	/* the host loops: dpg_adamw_update, ... */
 #include "zero_cuda.h"	/* the kernels: dpg_cuda_adamw, ... */
 
@@ -767,53 +768,7 @@ static void run_cfg(dpg_ctx_t *ctx, const struct zcfg *c, int world, int rank,
 
 /* ------------------------------------------------- processes */
 
-/* Remove what a launcher (srun, torchrun, an outer dpg job) could have left,
- * so that the ranks join only the job this test describes. */
-static void clean_env(void)
-{
-	static const char *const prefixes[] = { "SLURM_", "DPG_", "OMPI_", "PMI_",
-						"PMIX_", "TORCHELASTIC_" };
-	static const char *const names[] = { "RANK", "WORLD_SIZE", "LOCAL_RANK",
-					     "LOCAL_WORLD_SIZE", "NODE_RANK",
-					     "GROUP_RANK", "GROUP_WORLD_SIZE",
-					     "MASTER_ADDR", "MASTER_PORT",
-					     "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
-					     "SLURMD_NODENAME" };
-	bool again = true;
 
-	while (again) {
-		again = false;
-		for (char **e = environ; e != NULL && *e != NULL; e++) {
-			char name[256];
-			size_t n = strcspn(*e, "=");
-			bool drop = false;
-
-			if (n >= sizeof(name))
-				continue;
-			memcpy(name, *e, n);
-			name[n] = '\0';
-			for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-				if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
-					drop = true;
-			for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-				if (strcmp(name, names[i]) == 0)
-					drop = true;
-			if (drop) {
-				unsetenv(name);
-				again = true;	/* environ changed under us */
-				break;
-			}
-		}
-	}
-}
-
-static void setenv_int(const char *name, long v)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%ld", v);
-	setenv(name, buf, 1);
-}
 
 static void job_env(int rank, int n, uint16_t port, const char *backend)
 {

@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "dpg.h"
+#include "testenv.h"
 
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
 #endif
 
-extern char **environ;
 
 static int g_rank = -1;
 
@@ -52,53 +52,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Remove every variable a launcher could have left, so that the tests see
- * only what they set. */
-static void clean_env(void)
-{
-	static const char *const prefixes[] = { "SLURM_", "DPG_", "OMPI_", "PMI_",
-						"PMIX_", "TORCHELASTIC_" };
-	static const char *const names[] = { "RANK", "WORLD_SIZE", "LOCAL_RANK",
-					     "LOCAL_WORLD_SIZE", "NODE_RANK",
-					     "GROUP_RANK", "GROUP_WORLD_SIZE",
-					     "MASTER_ADDR", "MASTER_PORT",
-					     "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
-					     "SLURMD_NODENAME" };
-	bool again = true;
 
-	while (again) {
-		again = false;
-		for (char **e = environ; e != NULL && *e != NULL; e++) {
-			char name[256];
-			size_t n = strcspn(*e, "=");
-			bool drop = false;
-
-			if (n >= sizeof(name))
-				continue;
-			memcpy(name, *e, n);
-			name[n] = '\0';
-			for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-				if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
-					drop = true;
-			for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-				if (strcmp(name, names[i]) == 0)
-					drop = true;
-			if (drop) {
-				unsetenv(name);
-				again = true;	/* environ changed under us */
-				break;
-			}
-		}
-	}
-}
-
-static void setenv_int(const char *name, long v)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%ld", v);
-	setenv(name, buf, 1);
-}
 
 /* ------------------------------------------------ the parent's side */
 
