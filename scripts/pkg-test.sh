@@ -2,7 +2,8 @@
 # pkg-test.sh - the packaging stage of CI: build dpg's .deb packages from a clean
 # copy of the tree, unpack them into a scratch root (the system is not touched),
 # and smoke-test the installed files: dpg-plan, the plugin's exports and library
-# dependencies, pkg-config, and examples/allreduce_demo.c built out of tree.
+# dependencies, pkg-config, and examples/allreduce_demo.c and examples/train.c
+# built out of tree.
 # Usage: scripts/pkg-test.sh        (root for the apt-get step; Debian 12)
 # Env: DPG_SKIP_DEPS=1      do not apt-get install the build dependencies
 #      DPG_PKG_NOCHECK=1    skip the unit tests inside the package build
@@ -201,6 +202,26 @@ demo_ok() {
 	echo "$out" | grep -q 'sum of rank+1 = 1 (expected 1)'
 }
 check "allreduce_demo runs single-process: sum = 1 (expected 1)" demo_ok
+# the ./train of the README: the sharded step through the packaged library
+for f in train.c mlp.h; do
+	if [ -f "$root/usr/share/doc/libdpg-dev/examples/$f" ]; then
+		cp "$root/usr/share/doc/libdpg-dev/examples/$f" "$work/demo/"
+	else
+		cp "$src/examples/$f" "$work/demo/"
+	fi
+done
+# shellcheck disable=SC2086
+check "examples/train.c compiles out of tree against the packaged header+lib" \
+	cc -Wall -Wextra -Werror -o "$work/demo/train" "$work/demo/train.c" $flags -lm
+train_ok() {
+	local out
+	out=$(cd "$work/demo" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$libdir" \
+		timeout 120 ./train --steps 20 --stage 3 --log-every 20 2>&1) ||
+		{ echo "$out" | sed 's/^/   | /'; return 1; }
+	echo "$out" | tail -1 | sed 's/^/   | /'
+	echo "$out" | grep -q '^done: steps 20 .* world 1 stage 3$'
+}
+check "train runs single-process, ZeRO-3, 20 steps" train_ok
 
 # ------------------------------------------------------------ lintian (opt-in)
 if [ "${DPG_PKG_LINTIAN:-0}" = 1 ]; then
