@@ -264,11 +264,14 @@ typedef struct dpg_step_stats {
  * with learning rate lr (collective).  stats may be NULL. */
 dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats);
 
-/* Bytes this rank holds now for working parameters, gradients and
- * optimizer state (fp32 master + moments), and the padded element count
- * of the model (per shard group). */
+/* Bytes this rank holds now for working parameters (stage 3: its shard
+ * plus one buffer of the largest unit per gathered unit), gradients and
+ * optimizer state (fp32 master + moments); cached_bytes: released stage-3
+ * gather buffers kept for reuse (at most two); the padded element count of
+ * the model and of one shard. */
 typedef struct dpg_zero_mem {
 	size_t param_bytes, grad_bytes, optim_bytes;
+	size_t cached_bytes;
 	size_t padded_numel, shard_numel;
 } dpg_zero_mem_t;
 dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem);

@@ -72,6 +72,10 @@ struct dpg_zero {
 	float *grad_shard;	/* stages 2-3: L.shard_numel */
 	struct zunit *u;
 	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
+	void *spare[2];		/* stage 3: released gather buffers kept for reuse */
+	int nspare;
+	size_t gbuf_bytes;	/* stage 3: every gather buffer holds the largest unit */
+	size_t spare_bytes;
 	struct prefetch pf;
 	/* accounting */
 	size_t param_bytes, grad_bytes, optim_bytes;
@@ -146,6 +150,58 @@ static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *a
 	if (acct)
 		*acct += bytes;
 	return DPG_OK;
+}
+
+/* zalloc without zeroing, for buffers that are written in full before they
+ * are read (a gathered unit). */
+static dpg_status_t zalloc_raw(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
+			       const char *op)
+{
+#ifdef DPG_HAVE_CUDA_ZERO
+	if (z->on_gpu)
+		return zalloc(z, p, bytes, acct, op);
+#endif
+	*p = NULL;
+	if (bytes == 0)
+		return DPG_OK;
+	*p = malloc(bytes);
+	if (!*p)
+		return zerr(z, DPG_ERR_NOMEM, op, "out of memory (%zu bytes)", bytes);
+	if (acct)
+		*acct += bytes;
+	return DPG_OK;
+}
+
+/* A stage-3 gather buffer: a kept one, else a new one (every one holds the
+ * largest unit, so that any unit fits; page faults on fresh memory would
+ * otherwise cost more than the gather). */
+static dpg_status_t gbuf_get(struct dpg_zero *z, void **p, const char *op)
+{
+	if (z->nspare > 0) {
+		*p = z->spare[--z->nspare];
+		z->spare_bytes -= z->gbuf_bytes;
+		z->param_bytes += z->gbuf_bytes;
+		return DPG_OK;
+	}
+	return zalloc_raw(z, p, z->gbuf_bytes, &z->param_bytes, op);
+}
+
+static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct);
+
+/* Give a gather buffer back: kept (up to two: the current unit and the
+ * prefetched one) or freed. */
+static void gbuf_put(struct dpg_zero *z, void **p)
+{
+	if (!*p)
+		return;
+	z->param_bytes -= z->gbuf_bytes;
+	if (z->nspare < 2) {
+		z->spare[z->nspare++] = *p;
+		z->spare_bytes += z->gbuf_bytes;
+		*p = NULL;
+		return;
+	}
+	zfree(z, p, 0, NULL);
 }
 
 static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
@@ -604,6 +660,7 @@ dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 	if (!z->u)
 		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	sh = z->L.shard_numel;
+	z->gbuf_bytes = z->L.max_unit_padded * z->ps;
 	for (k = 0; k < (size_t)z->nstate; k++)
 		if ((st = zalloc(z, (void **)&z->state[k], sh * sizeof(float), &z->optim_bytes,
 				 op)) != DPG_OK)
@@ -635,7 +692,7 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 		return DPG_OK;
 	pf_stop(z);
 	for (i = 0; z->u && i < z->L.nunits; i++) {
-		zfree(z, &z->u[i].full, z->L.u[i].padded * z->ps, NULL);
+		zfree(z, &z->u[i].full, 0, NULL);
 		zfree(z, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
 		zfree(z, (void **)&z->u[i].acc, z->L.u[i].padded * sizeof(int64_t), NULL);
 	}
@@ -646,6 +703,8 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	zfree(z, (void **)&z->grad_full, 0, NULL);
 	zfree(z, (void **)&z->grad_shard, 0, NULL);
 	zfree(z, &z->dscratch, 0, NULL);
+	while (z->nspare > 0)
+		zfree(z, &z->spare[--z->nspare], 0, NULL);
 	if (z->mesh)
 		dpg_mesh_destroy(z->mesh);
 	dpg_zlayout_free(&z->L);
@@ -801,7 +860,7 @@ static dpg_status_t enqueue(struct dpg_zero *z, int u, const char *op)
 	const struct dpg_zunit *U = &z->L.u[u];
 	dpg_status_t st;
 
-	if ((st = zalloc(z, &z->u[u].full, U->padded * z->ps, &z->param_bytes, op)) != DPG_OK)
+	if ((st = gbuf_get(z, &z->u[u].full, op)) != DPG_OK)
 		return st;
 	if (!z->pf.running) {
 		/* synchronous: one rank, or the GPU (see the README) */
@@ -867,7 +926,7 @@ dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
 	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
 		return DPG_OK;
 	(void)wait_gathered(z, unit);	/* never free under the worker */
-	zfree(z, &z->u[unit].full, z->L.u[unit].padded * z->ps, &z->param_bytes);
+	gbuf_put(z, &z->u[unit].full);
 	z->u[unit].gstate = UG_NONE;
 	return DPG_OK;
 }
@@ -1187,6 +1246,7 @@ dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem)
 	mem->param_bytes = z->param_bytes;
 	mem->grad_bytes = z->grad_bytes;
 	mem->optim_bytes = z->optim_bytes;
+	mem->cached_bytes = z->spare_bytes;
 	mem->padded_numel = z->L.padded_numel;
 	mem->shard_numel = z->L.shard_numel;
 	return DPG_OK;

@@ -584,12 +584,18 @@ static void body_memory(int rank, const struct job *j)
 		CHK_OK(ctx, dpg_zero_gather(z, 1, -1));
 		CHK(dpg_zero_param(z, 0) && dpg_zero_param(z, 2), "gathered units not visible");
 		CHK_OK(ctx, dpg_zero_memory(z, &g));
+		/* every gather buffer holds the largest unit (here unit 1) */
 		u0 = (37 + 5 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
 		u1 = (130 + 1 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
-		CHK(g.param_bytes == ps * (S + u0 + u1), "gathered: %zu, expected %zu",
-		    g.param_bytes, ps * (S + u0 + u1));
+		CHK(u1 >= u0, "unit sizes");
+		CHK(g.param_bytes == ps * (S + 2 * u1), "gathered: %zu, expected %zu",
+		    g.param_bytes, ps * (S + 2 * u1));
 		CHK_OK(ctx, dpg_zero_release(z, 0));
 		CHK_OK(ctx, dpg_zero_release(z, 1));
+		CHK_OK(ctx, dpg_zero_memory(z, &g));
+		CHK(g.param_bytes == ps * S && g.cached_bytes == 2 * ps * u1,
+		    "released: param %zu cached %zu, expected %zu and %zu", g.param_bytes,
+		    g.cached_bytes, ps * S, 2 * ps * u1);
 	}
 	CHK_OK(ctx, dpg_zero_destroy(z));
 	CHK_OK(ctx, dpg_finalize(ctx));
