@@ -96,7 +96,10 @@ void dpg_init_opts_default(dpg_init_opts_t *opts);
  * can be read; dpg_finalize() it in every case. */
 dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out);
 
-/* Leave the job and free everything (also after errors; NULL is fine). */
+/* Leave the job and free everything (also after errors; NULL is fine).
+ * Collective: every rank waits for the others (on the CPU backend a world
+ * barrier first, so a rank that died meanwhile is DPG_ERR_PEER at once);
+ * resources are freed whatever it returns. */
 dpg_status_t dpg_finalize(dpg_ctx_t *ctx);
 
 /* Tear down every communicator of ctx: calls blocked in other threads

@@ -1182,6 +1182,27 @@ static dpg_status_t goodbye(struct dpg_ctx *ctx)
 	return DPG_OK;
 }
 
+/* On the CPU backend, a barrier of the world before the store's goodbye:
+ * its links notice a rank that died after the last collective within a
+ * second, where the store barrier would wait for it until the deadline.
+ * (NCCL cannot tell a dead peer from a slow one: there the goodbye alone.) */
+static dpg_status_t farewell(struct dpg_ctx *ctx)
+{
+	char why[ERR_MAX];
+	dpg_status_t st;
+
+	if (ctx->backend != DPG_BACKEND_CPU || !ctx->ready || ctx->failed || aborted(ctx) ||
+	    ctx->j.world_size < 2)
+		return DPG_OK;
+	st = dpg_barrier(&ctx->world->c);
+	if (st != DPG_OK) {
+		ctx->failed = true;
+		snprintf(why, sizeof(why), "%s", ctx->err);
+		dpg_ctx_seterr(ctx, "%s dpg_finalize: %s", ctx->who, why);
+	}
+	return st;
+}
+
 dpg_status_t dpg_finalize(dpg_ctx_t *ctx)
 {
 	dpg_status_t st = DPG_OK;
@@ -1206,10 +1227,11 @@ dpg_status_t dpg_finalize(dpg_ctx_t *ctx)
 		dpg_comm_destroy_owned(&victim->c);
 	}
 	if (ctx->world != NULL) {
+		st = farewell(ctx);
 		dpg_comm_destroy_owned(&ctx->world->c);
 		ctx->world = NULL;
 	}
-	if (ctx->store != NULL && ctx->ready && !ctx->failed && !aborted(ctx) &&
+	if (st == DPG_OK && ctx->store != NULL && ctx->ready && !ctx->failed && !aborted(ctx) &&
 	    ctx->j.world_size > 1)
 		st = goodbye(ctx);
 	dpg_store_close(ctx->store);

@@ -687,6 +687,37 @@ static void test_dead_rank(void **state)
 	}
 }
 
+/* A rank dies after the last collective: the others' dpg_finalize says so
+ * within seconds (its links), instead of waiting DPG_TIMEOUT for a goodbye. */
+static void body_late_death(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	double t0, dt;
+	dpg_status_t st;
+
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
+	if (rank == j->n - 1)
+		_exit(0);
+	t0 = now_s();
+	st = dpg_finalize(ctx);
+	dt = now_s() - t0;
+	printf("# rank %d: dpg_finalize after rank %d died: %s after %.3f s\n", rank, j->n - 1,
+	       dpg_strerror(st), dt);
+	CHK(st == DPG_ERR_PEER, "dpg_finalize returned %s", dpg_strerror(st));
+	CHK(dt < 5.0, "dpg_finalize took %.1f s (DPG_TIMEOUT %g)", dt, j->timeout_s);
+}
+
+static void test_late_death(void **state)
+{
+	(void)state;
+	for (int n = 2; n <= 4; n += 2) {
+		struct job j = { .n = n, .body = body_late_death, .timeout_s = 60, .limit_s = 40 };
+
+		expect_all_ok(&j);
+	}
+}
+
 struct aborter {
 	dpg_ctx_t *ctx;
 	double delay_s;
@@ -764,6 +795,7 @@ int main(void)
 		cmocka_unit_test(test_comm_split_parity),
 		cmocka_unit_test(test_mesh_2x2),
 		cmocka_unit_test(test_dead_rank),
+		cmocka_unit_test(test_late_death),
 		cmocka_unit_test(test_abort_from_thread),
 	};
 
