@@ -134,14 +134,16 @@ static int write_full(int fd, const void *buf, size_t n)
 	return 0;
 }
 
-/* Read n bytes, fewer only at end of file (*got says how many). */
-static int read_full(int fd, void *buf, size_t n, size_t *got)
+/* Read n bytes at off (off < 0: at the file position), fewer only at end of
+ * file (*got says how many). */
+static int pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
 {
 	unsigned char *p = buf;
 
 	*got = 0;
 	while (*got < n) {
-		ssize_t r = read(fd, p + *got, n - *got);
+		ssize_t r = off < 0 ? read(fd, p + *got, n - *got) :
+				      pread(fd, p + *got, n - *got, off + (off_t)*got);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -154,23 +156,9 @@ static int read_full(int fd, void *buf, size_t n, size_t *got)
 	return 0;
 }
 
-static int pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
+static int read_full(int fd, void *buf, size_t n, size_t *got)
 {
-	unsigned char *p = buf;
-
-	*got = 0;
-	while (*got < n) {
-		ssize_t r = pread(fd, p + *got, n - *got, off + (off_t)*got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			break;
-		*got += (size_t)r;
-	}
-	return 0;
+	return pread_full(fd, buf, n, -1, got);
 }
 
 static int fsync_retry(int fd)

@@ -312,6 +312,27 @@ static int notice_poll(struct cpu *p, struct dpg_fail *f)
 	return 0;
 }
 
+/* Sleep up to 20 ms or until a notice channel stirs (not those to `skip`,
+ * a neighbour known to be gone; -1: none). */
+static void notice_nap(struct cpu *p, int skip)
+{
+	struct pollfd pf[2];
+	int np = 0;
+
+	if (p->prev.kind == LINK_TCP && p->prev.peer != skip && !p->prev.nclosed) {
+		pf[np].fd = p->prev.cfd;
+		pf[np++].events = POLLIN;
+	}
+	if (p->next.kind == LINK_TCP && p->next.peer != skip && !p->next.nclosed) {
+		pf[np].fd = p->next.fd;
+		pf[np++].events = POLLIN;
+	}
+	if (np > 0)
+		(void)poll(pf, (nfds_t)np, 20);
+	else
+		usleep(20000);
+}
+
 /* Neighbour `peer` closed a connection: wait a little for a notice that
  * explains it (a live rank sends one before it closes), else blame peer. */
 static int fail_closed(struct cpu *p, int peer, int64_t deadline, struct dpg_err *err)
@@ -322,25 +343,11 @@ static int fail_closed(struct cpu *p, int peer, int64_t deadline, struct dpg_err
 	if (end > deadline)
 		end = deadline;
 	for (;;) {
-		struct pollfd pf[2];
-		int np = 0;
-
 		if (notice_poll(p, &f) > 0)
 			return fail_set(p, &f, err);
 		if (dpg_now_ms() >= end)
 			break;
-		if (p->prev.kind == LINK_TCP && p->prev.peer != peer && !p->prev.nclosed) {
-			pf[np].fd = p->prev.cfd;
-			pf[np++].events = POLLIN;
-		}
-		if (p->next.kind == LINK_TCP && p->next.peer != peer && !p->next.nclosed) {
-			pf[np].fd = p->next.fd;
-			pf[np++].events = POLLIN;
-		}
-		if (np > 0)
-			poll(pf, (nfds_t)np, 20);
-		else
-			usleep(20000);
+		notice_nap(p, peer);
 	}
 	f.why = DPG_FAIL_CLOSED;
 	f.culprit = peer;
@@ -641,9 +648,6 @@ static int timeout_verdict(struct cpu *p, int waiting_for, struct dpg_err *err)
 	if (p->next.kind == LINK_TCP)
 		send_notice(p->next.cfd, &w);
 	for (;;) {
-		struct pollfd pf[2];
-		int np = 0;
-
 		if (notice_poll(p, &f) > 0)
 			return fail_set(p, &f, err);
 		if (is_aborted(p))
@@ -651,18 +655,7 @@ static int timeout_verdict(struct cpu *p, int waiting_for, struct dpg_err *err)
 		if (dpg_now_ms() - t0 >= (p->prev_waiting ? (int64_t)p->n * CPU_GRACE_MS :
 					  CPU_GRACE_MS))
 			break;
-		if (!p->prev.nclosed) {
-			pf[np].fd = p->prev.cfd;
-			pf[np++].events = POLLIN;
-		}
-		if (p->next.kind == LINK_TCP && !p->next.nclosed) {
-			pf[np].fd = p->next.fd;
-			pf[np++].events = POLLIN;
-		}
-		if (np > 0)
-			poll(pf, (nfds_t)np, 20);
-		else
-			usleep(20000);
+		notice_nap(p, -1);
 	}
 	return timeout_fail(p, waiting_for, err);
 }
