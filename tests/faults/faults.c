@@ -619,22 +619,6 @@ static void detect(struct fcase *fc, double ms)
 	fc->nd++;
 }
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	uint16_t p = 0;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &sl) == 0)
-		p = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return p;
-}
-
 static int spawn(struct fcase *fc, const struct rspec *rs)
 {
 	int slot = fc->nslots;

@@ -27,6 +27,7 @@
 
 #include "dpg.h"
 #include "reduce.h"	/* f16 / bf16 conversions */
+#include "../unit/testenv.h"
 
 #define SECRET "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 #define MAX_RANKS 8
@@ -385,22 +386,6 @@ static void rank_main(int rank, int n, uint16_t port)
 		printf("rank 0: all NCCL checks passed on %d rank(s)\n", n);
 	fflush(stdout);
 	_exit(g_failed ? 1 : 0);
-}
-
-static uint16_t free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t p = 0;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &sl) == 0)
-		p = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return p;
 }
 
 /* The device count, asked in a child: a parent that touched CUDA must not

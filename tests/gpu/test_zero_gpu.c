@@ -848,22 +848,6 @@ static void rank_main(int rank, int n, uint16_t port, bool gpu, bool reference)
 	_exit(g_failed ? 1 : 0);
 }
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t p = 0;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &sl) == 0)
-		p = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return p;
-}
-
 /* Wait for n processes, killing what is left after LIMIT_S.  Returns 0 when
  * all exited 0, 77 when none failed and one skipped, else 1. */
 static int wait_all(const pid_t *pids, int n, const char *what)

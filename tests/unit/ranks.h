@@ -56,19 +56,11 @@ static double now_s(void)
 
 /* ------------------------------------------------ the parent's side */
 
-static uint16_t free_port(void)
+static uint16_t checked_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t p;
+	uint16_t p = free_port();
 
-	assert_true(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
-	p = ntohs(a.sin_port);
-	close(fd);
+	assert_true(p != 0);
 	return p;
 }
 
@@ -109,7 +101,7 @@ static void run_job(struct job *j, int *codes)
 
 	assert_true(j->n >= 1 && j->n <= MAX_RANKS);
 	if (j->port == 0)
-		j->port = free_port();
+		j->port = checked_port();
 	if (j->timeout_s <= 0)
 		j->timeout_s = 20;
 	if (j->limit_s <= 0)

@@ -1,12 +1,18 @@
 /* testenv.h - what every multi-process test of libdpg does to its ranks'
- * environment: drop what a launcher left, set integers.  No cmocka here. */
+ * environment: drop what a launcher left, set integers, a free port.  No
+ * cmocka here. */
 #ifndef DPG_TEST_TESTENV_H
 #define DPG_TEST_TESTENV_H
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -56,6 +62,23 @@ static inline void setenv_int(const char *name, long v)
 
 	snprintf(buf, sizeof(buf), "%ld", v);
 	setenv(name, buf, 1);
+}
+
+/* A loopback port that was free a moment ago (0 if none could be had). */
+static inline uint16_t free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint16_t p = 0;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &sl) == 0)
+		p = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return p;
 }
 
 #endif
