@@ -27,15 +27,16 @@ else
 fi
 
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
-cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/lib -I$top/include"
 L=$top/lib
+cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime"
+C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c"
+LAUNCH="$L/launch/conf.c $L/launch/opts.c $L/launch/contract.c $L/launch/topo.c $L/launch/plan.c $L/launch/gpuvis.c $L/launch/bindenv.c"
 
 srcs() {
 	case $1 in
-	hostlist) echo "$L/hostlist.c $L/err.c" ;;
-	conf|contract) echo "$L/err.c $L/hostlist.c $L/conf.c $L/bindenv.c $L/opts.c $L/port.c $L/gpuvis.c $L/contract.c $L/taskdist.c $L/topo.c $L/plan.c $hwloc" ;;
-	store) echo "$L/store.c $L/net.c $L/sha256.c $L/err.c $L/opts.c $L/port.c -lpthread" ;;
-	topo) echo "$L/topo.c $L/plan.c $L/err.c $L/opts.c $L/port.c $hwloc" ;;
+	hostlist) echo "$C" ;;
+	conf|contract|topo) echo "$C $LAUNCH $hwloc" ;;
+	store) echo "$C $L/runtime/store.c $L/runtime/net.c $L/runtime/sha256.c -lpthread" ;;
 	esac
 }
 

@@ -26,7 +26,7 @@
 #pragma GCC diagnostic pop
 
 #include "dpg.h"
-#include "reduce.h"	/* f16 / bf16 conversions */
+#include "dtype.h"	/* f16 / bf16 conversions */
 #include "../unit/testenv.h"
 
 #define SECRET "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

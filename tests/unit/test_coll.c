@@ -429,7 +429,7 @@ static char *xmalloc(size_t n)
 static int check_allreduce(struct dpg_comm *c, dpg_dtype_t dt, dpg_op_t op, size_t count,
 			   bool inplace, bool frac, int salt)
 {
-	size_t es = dpg_red_dtype_size(dt), i;
+	size_t es = dpg_dtype_size(dt), i;
 	char *send = xmalloc(count * es), *recv = inplace ? send : xmalloc(count * es);
 	struct dpg_err err = { "" };
 	int rc, n = c->size;
@@ -458,7 +458,7 @@ static int check_allreduce(struct dpg_comm *c, dpg_dtype_t dt, dpg_op_t op, size
 static int check_reduce_scatter(struct dpg_comm *c, dpg_dtype_t dt, dpg_op_t op, size_t rc_,
 				int mode, bool frac, int salt)
 {
-	size_t es = dpg_red_dtype_size(dt), i, total = rc_ * (size_t)c->size;
+	size_t es = dpg_dtype_size(dt), i, total = rc_ * (size_t)c->size;
 	char *send = xmalloc(total * es), *recv;
 	struct dpg_err err = { "" };
 	int rc, n = c->size;
@@ -485,7 +485,7 @@ static int check_reduce_scatter(struct dpg_comm *c, dpg_dtype_t dt, dpg_op_t op,
 /* mode 0: out of place; 1: send == recv; 2: send == recv + rank*sc. */
 static int check_all_gather(struct dpg_comm *c, dpg_dtype_t dt, size_t sc, int mode, int salt)
 {
-	size_t es = dpg_red_dtype_size(dt), i, total = sc * (size_t)c->size;
+	size_t es = dpg_dtype_size(dt), i, total = sc * (size_t)c->size;
 	char *recv = xmalloc(total * es), *send;
 	struct dpg_err err = { "" };
 	int rc, r;
@@ -512,7 +512,7 @@ static int check_all_gather(struct dpg_comm *c, dpg_dtype_t dt, size_t sc, int m
 
 static int check_broadcast(struct dpg_comm *c, dpg_dtype_t dt, size_t count, int root, int salt)
 {
-	size_t es = dpg_red_dtype_size(dt), i;
+	size_t es = dpg_dtype_size(dt), i;
 	char *buf = xmalloc(count * es);
 	struct dpg_err err = { "" };
 	int rc;
@@ -1052,7 +1052,7 @@ static void test_kernels(void **state)
 		for (o = 0; o < 4; o++)
 			for (ns = 1; ns <= 5; ns++)
 				for (li = 0; li < 6; li++) {
-					size_t len = lens[li], es = dpg_red_dtype_size(DTYPES[d]);
+					size_t len = lens[li], es = dpg_dtype_size(DTYPES[d]);
 					const void *s[5];
 					bool inplace = li % 2 == 1;
 

@@ -723,7 +723,7 @@ static void test_full_export_list(void **state)
 	size_t nwant = sizeof(want) / sizeof(want[0]);
 
 	snprintf(port, sizeof(port), "%u", (unsigned)default_port(4242, 7));
-	snprintf(contract, sizeof(contract), "%d", DPG_CONTRACT_VERSION);
+	snprintf(contract, sizeof(contract), "%d", DPG_CONTRACT_VARS_VERSION);
 	assert_string_equal(contract, "1");
 	env_step(&f->env, "gpu-[007-009]", 6, 3, "2(x3)", 4242, 7);
 	f->req.gpus_per_task = 2;

@@ -8,18 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Slurm's special step ids (slurm.h); repeated here so lib/ needs no Slurm. */
-#define STEP_PENDING 0xfffffffdu
-#define STEP_EXTERN 0xfffffffcu
-#define STEP_BATCH 0xfffffffbu
-#define STEP_INTERACTIVE 0xfffffffau
-
-bool dpg_is_special_step(uint32_t step_id)
-{
-	return step_id == STEP_PENDING || step_id == STEP_EXTERN ||
-	       step_id == STEP_BATCH || step_id == STEP_INTERACTIVE;
-}
-
 const char *dpg_src_name(enum dpg_src s)
 {
 	switch (s) {
@@ -248,33 +236,6 @@ int dpg_task_from_env(dpg_getenv_fn get, void *ctx, const struct dpg_step *step,
 	return 0;
 }
 
-int dpg_env_add(struct dpg_env *out, const char *name, const char *fmt, ...)
-{
-	struct dpg_env_var *v;
-	va_list ap;
-	int n;
-
-	if (out->n >= DPG_ENV_MAX || strlen(name) >= sizeof(v->name))
-		return -1;
-	v = &out->v[out->n];
-	snprintf(v->name, sizeof(v->name), "%s", name);
-	va_start(ap, fmt);
-	n = vsnprintf(v->value, sizeof(v->value), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(v->value))
-		return -1;
-	out->n++;
-	return 0;
-}
-
-const char *dpg_env_get(const struct dpg_env *env, const char *name)
-{
-	for (size_t i = 0; i < env->n; i++)
-		if (strcmp(env->v[i].name, name) == 0)
-			return env->v[i].value;
-	return NULL;
-}
-
 /* Rank/size variables are per task, so a value inherited from the
  * submitting shell is the same in every task and cannot be right for all of
  * them: dpg always overwrites them, and says so when they differed. */
@@ -326,7 +287,7 @@ int dpg_contract_build(const struct dpg_step *s, const struct dpg_task *t,
 	rc |= dpg_env_add(out, "MASTER_ADDR", "%s", s->master_addr);
 	rc |= dpg_env_add(out, "MASTER_PORT", "%u", (unsigned)s->master_port);
 	/* dpg's own, read by libdpg */
-	rc |= dpg_env_add(out, "DPG_CONTRACT", "%d", DPG_CONTRACT_VERSION);
+	rc |= dpg_env_add(out, "DPG_CONTRACT", "%d", DPG_CONTRACT_VARS_VERSION);
 	rc |= dpg_env_add(out, "DPG_RANK", "%u", t->rank);
 	rc |= dpg_env_add(out, "DPG_WORLD_SIZE", "%u", s->world_size);
 	rc |= dpg_env_add(out, "DPG_LOCAL_RANK", "%u", t->local_rank);

@@ -6,7 +6,7 @@
  * they return.  No global state; every allocation is bounded by topo.h's
  * limits; every hwloc and malloc failure is reported through dpg_err. */
 #include "topo.h"
-#include "opts.h"
+#include "parse.h"	/* dpg_parse_ulong, dpg_hex_digit */
 
 #include <errno.h>
 #include <poll.h>

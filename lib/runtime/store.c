@@ -48,7 +48,7 @@
  * Clients wait in poll() until their deadline, in 100 ms slices only when
  * they have an abort flag to watch.  stop() in a forked child does nothing:
  * the server thread, epoll set and eventfd belong to the parent. */
-#include "opts.h"
+#include "parse.h"	/* dpg_parse_ulong, dpg_hex_digit */
 #include "store.h"
 #include "dpg.h"
 

@@ -831,7 +831,7 @@ static int run_job(struct cpu *p, const struct job *j, struct dpg_err *err)
 static int check_args(struct cpu *p, const void *a, const void *b, size_t count,
 		      dpg_dtype_t dt, dpg_op_t op, bool has_op, struct dpg_err *err)
 {
-	if (dpg_red_dtype_size(dt) == 0) {
+	if (dpg_dtype_size(dt) == 0) {
 		dpg_errf(err, "unknown dtype %d", (int)dt);
 		return -DPG_ERR_INVALID;
 	}
@@ -868,7 +868,7 @@ static int cpu_allreduce(struct dpg_comm *c, const void *send, void *recv, size_
 			 dpg_dtype_t dt, dpg_op_t op, void *stream, struct dpg_err *err)
 {
 	struct cpu *p = c->impl;
-	size_t es = dpg_red_dtype_size(dt);
+	size_t es = dpg_dtype_size(dt);
 	struct job j;
 	int rc;
 
@@ -909,7 +909,7 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 			      struct dpg_err *err)
 {
 	struct cpu *p = c->impl;
-	size_t es = dpg_red_dtype_size(dt);
+	size_t es = dpg_dtype_size(dt);
 	struct job j;
 	bool alias;
 	int rc;
@@ -973,7 +973,7 @@ static int cpu_all_gather(struct dpg_comm *c, const void *send, void *recv, size
 			  dpg_dtype_t dt, void *stream, struct dpg_err *err)
 {
 	struct cpu *p = c->impl;
-	size_t es = dpg_red_dtype_size(dt), bytes = sendcount * es;
+	size_t es = dpg_dtype_size(dt), bytes = sendcount * es;
 	char *mine = (char *)recv + (size_t)p->rank * bytes;
 	struct job j;
 	int rc;
@@ -1036,7 +1036,7 @@ static int cpu_broadcast(struct dpg_comm *c, void *buf, size_t count, dpg_dtype_
 	j.kind = JOB_BCAST;
 	j.recv = buf;
 	j.count = count;
-	j.es = dpg_red_dtype_size(dt);
+	j.es = dpg_dtype_size(dt);
 	j.dt = dt;
 	j.T_out = d < p->n - 1 ? 1 : 0;
 	j.T_in = d > 0 ? 1 : 0;

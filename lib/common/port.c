@@ -11,7 +11,7 @@
  *   nearby ids (Fibonacci hashing spreads multiples of S evenly).
  */
 #include "port.h"
-#include "opts.h"
+#include "parse.h"	/* dpg_parse_ulong, dpg_hex_digit */
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,5 @@
 /* conf.c - strict parsing of the plugin's plugstack.conf arguments
  * (port_range=, default_gpus_per_task=, master_addr=, bind=, ...). */
-#include "bindenv.h"
 #include "conf.h"
 #include "hostlist.h"
 #include "opts.h"

@@ -1,7 +1,7 @@
-/* reduce.h - element math of the collectives: f16 / bf16 <-> f32 conversions
+/* dtype.h - element math of every dtype: sizes, f16 / bf16 <-> f32 conversions
  * and the combine of every dtype x op, as static inline functions usable from
  * C and from CUDA (__host__ __device__ under nvcc).  The bulk CPU loops built
- * on them live in reduce.c (dpg_reduce_n).
+ * on them live in runtime/cpu/reduce.c (dpg_reduce_n).
  *
  * Semantics (the same in every backend that uses this header):
  *  - f16 and bf16 are reduced in f32: a combine of k buffers converts every
@@ -21,8 +21,8 @@
  *    division truncates toward zero, as C does).
  *  - Integer sums wrap around (two's complement) instead of being undefined.
  */
-#ifndef DPG_LIB_REDUCE_H
-#define DPG_LIB_REDUCE_H
+#ifndef DPG_LIB_DTYPE_H
+#define DPG_LIB_DTYPE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 /* Bytes of one element of dt (0 for an unknown dtype). */
-DPG_RED_FN size_t dpg_red_dtype_size(dpg_dtype_t dt)
+DPG_RED_FN size_t dpg_dtype_size(dpg_dtype_t dt)
 {
 	switch (dt) {
 	case DPG_F16:
@@ -275,24 +275,6 @@ DPG_RED_FN void dpg_red_elem(void *dst, const void *a, const void *b, size_t i,
 	}
 }
 
-#ifndef __CUDACC__
-/* Bulk CPU combine (reduce.c), vectorized, multiversioned on x86-64:
- * dst[i] = src[0][i] op src[1][i] op ... op src[nsrc-1][i] for i < count,
- * combined left to right in the accumulation type and rounded once; when op
- * is AVG and div > 0 the result is divided by div (pass div = 0 for the
- * partial steps of a multi-step reduction).  nsrc >= 1; dst may be exactly
- * one of the sources (not a partial overlap).  Unknown dt/op: no-op. */
-void dpg_reduce_n(void *dst, const void *const *src, int nsrc, size_t count,
-		  dpg_dtype_t dt, dpg_op_t op, int div);
-
-/* Two-source convenience form of dpg_reduce_n. */
-void dpg_reduce2(void *dst, const void *a, const void *b, size_t count,
-		 dpg_dtype_t dt, dpg_op_t op, int div);
-
-/* Which code path dpg_reduce_n takes on this CPU ("avx512", "avx2",
- * "generic"), for benchmarks and logs. */
-const char *dpg_reduce_isa(void);
-#endif
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /* opts.c - parsing of the user's --dpg-* option values into a dpg_request.
  * Strict: a value is accepted only if every byte of it is understood. */
 #include "opts.h"
-#include "port.h"
+#include "parse.h"	/* dpg_parse_ulong */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -14,22 +14,6 @@ void dpg_request_init(struct dpg_request *r)
 	r->verbose = false;
 	r->bind = -1;
 	r->visibility = -1;
-}
-
-int dpg_parse_ulong(const char *s, unsigned long lo, unsigned long hi,
-		    unsigned long *out)
-{
-	char *end = NULL;
-	unsigned long v;
-
-	if (s == NULL || *s < '0' || *s > '9' || strlen(s) > 20)
-		return -1;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno != 0 || end == NULL || *end != '\0' || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
 }
 
 int dpg_opt_gpus_per_task(const char *s, int *out, struct dpg_err *err)
@@ -58,13 +42,31 @@ int dpg_opt_port(const char *s, uint16_t *out, struct dpg_err *err)
 	return 0;
 }
 
-int dpg_hex_digit(char c)
+int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
+	char q[64];
+
+	if (s != NULL && strcmp(s, "closest") == 0)
+		*out = DPG_BIND_CLOSEST;
+	else if (s != NULL && strcmp(s, "none") == 0)
+		*out = DPG_BIND_NONE;
+	else
+		return dpg_errf(err, "invalid binding '%s': expected closest or none",
+				dpg_err_quote(s, q, sizeof(q)));
+	return 0;
+}
+
+int dpg_gpu_visibility_parse(const char *s, enum dpg_gpu_visibility *out,
+			     struct dpg_err *err)
+{
+	char q[64];
+
+	if (s != NULL && strcmp(s, "isolate") == 0)
+		*out = DPG_VIS_ISOLATE;
+	else if (s != NULL && strcmp(s, "ordered") == 0)
+		*out = DPG_VIS_ORDERED;
+	else
+		return dpg_errf(err, "invalid GPU visibility '%s': expected isolate "
+				"or ordered", dpg_err_quote(s, q, sizeof(q)));
+	return 0;
 }

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "optim.h"
-#include "reduce.h"
+#include "dtype.h"
 #include "zero_cuda.h"
 
 namespace {

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reduce.h"
+#include "dtype.h"
 
 #if defined(__x86_64__) && defined(__SSE2__) && !defined(__NO_MATH_ERRNO__)
 #include <immintrin.h>

@@ -887,7 +887,7 @@ static int allreduce_small(struct dpg_shm *s, const char *send, char *recv, size
 			   dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
 			   struct dpg_err *err)
 {
-	size_t es = dpg_red_dtype_size(dt);
+	size_t es = dpg_dtype_size(dt);
 	uint64_t g = s->g++;
 	int q, rc;
 
@@ -944,7 +944,7 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 {
 	const char *send = sendv;
 	char *recv = recvv;
-	size_t es = dpg_red_dtype_size(dt), E, k, N;
+	size_t es = dpg_dtype_size(dt), E, k, N;
 	int n = s->n, me = s->me, q, rc;
 	bool nt = count * es >= SHM_NT_BYTES;
 	struct ar_stage st, nx = { 0, 0, 0, 0, 0 };
@@ -1028,7 +1028,7 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 {
 	const char *send = sendv;
 	char *recv = recvv;
-	size_t es = dpg_red_dtype_size(dt), E, k, N, line = SHM_CL / es;
+	size_t es = dpg_dtype_size(dt), E, k, N, line = SHM_CL / es;
 	int n = s->n, me = s->me, q, rc;
 	uint64_t g0;
 
@@ -1073,7 +1073,7 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 {
 	const char *send = sendv;
 	char *recv = recvv;
-	size_t es = dpg_red_dtype_size(dt), E = s->S / es, k, N;
+	size_t es = dpg_dtype_size(dt), E = s->S / es, k, N;
 	int n = s->n, me = s->me, q, rc;
 	bool nt = sc * es * (size_t)n >= SHM_NT_BYTES;
 	uint64_t g0;
@@ -1114,7 +1114,7 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 		      int root, const struct dpg_shm_wait *w, struct dpg_err *err)
 {
 	char *buf = bufv;
-	size_t es = dpg_red_dtype_size(dt), E = s->S / es, o;
+	size_t es = dpg_dtype_size(dt), E = s->S / es, o;
 	bool nt = count * es >= SHM_NT_BYTES;
 	int rc;
 

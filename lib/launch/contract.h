@@ -12,16 +12,8 @@
 #include "hostlist.h"
 #include "opts.h"
 
-/* DPG_CONTRACT_VERSION (the version of the DPG_* variable set) is in dpg.h */
-#include "dpg.h"
-
-#define DPG_ENV_MAX 64
-#define DPG_ENV_NAME_MAX 40
-#define DPG_ENV_VALUE_MAX 1024
-
-/* How a lookup function returns a variable of the task's environment
- * (NULL = unset).  The plugin wraps spank_getenv, dpg-plan a table. */
-typedef const char *(*dpg_getenv_fn)(void *ctx, const char *name);
+#include "contract_vars.h"	/* variable names, DPG_ADDR_MAX, special steps */
+#include "env.h"	/* struct dpg_env, dpg_getenv_fn */
 
 enum dpg_src {
 	DPG_SRC_FORMULA = 0,	/* port: job/step formula */
@@ -48,21 +40,6 @@ struct dpg_task {
 	char node[DPG_HOSTNAME_MAX + 1];
 };
 
-struct dpg_env_var {
-	char name[DPG_ENV_NAME_MAX];
-	char value[DPG_ENV_VALUE_MAX];
-};
-
-struct dpg_env {
-	size_t n;
-	struct dpg_env_var v[DPG_ENV_MAX];
-	char notice[DPG_ERR_MSG_MAX];	/* non-empty: tell the user once */
-};
-
-/* True if the environment describes one of Slurm's special steps (batch,
- * extern, interactive) or no step at all: dpg exports nothing there. */
-bool dpg_is_special_step(uint32_t step_id);
-
 /* Read the step facts from the environment and apply conf and request
  * (port range, address rule, --dpg-port, user-set MASTER_ADDR/PORT). */
 int dpg_step_from_env(dpg_getenv_fn get, void *ctx, const struct dpg_conf *conf,
@@ -77,13 +54,6 @@ int dpg_task_from_env(dpg_getenv_fn get, void *ctx, const struct dpg_step *step,
 int dpg_contract_build(const struct dpg_step *step, const struct dpg_task *task,
 		       const struct dpg_request *req, dpg_getenv_fn get, void *ctx,
 		       struct dpg_env *out, struct dpg_err *err);
-
-/* Append name=printf(fmt, ...) to out; -1 if the table or value is full. */
-int dpg_env_add(struct dpg_env *out, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Value of name in env, or NULL. */
-const char *dpg_env_get(const struct dpg_env *env, const char *name);
 
 /* The one-line --dpg-verbose description of what the task got. */
 int dpg_contract_describe(const struct dpg_step *step, const struct dpg_task *task,

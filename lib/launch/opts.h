@@ -7,6 +7,9 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "gpuvis.h"	/* enum dpg_gpu_visibility */
+#include "parse.h"	/* dpg_parse_ulong (users of opts.h read values) */
+#include "plan.h"	/* enum dpg_bind */
 
 #define DPG_GPUS_PER_TASK_MAX 64
 
@@ -26,11 +29,11 @@ int dpg_opt_gpus_per_task(const char *s, int *out, struct dpg_err *err);
 /* --dpg-port=P: 1024..65535. */
 int dpg_opt_port(const char *s, uint16_t *out, struct dpg_err *err);
 
-/* Strict decimal parse of s into [lo, hi]; no sign, no spaces, no junk. */
-int dpg_parse_ulong(const char *s, unsigned long lo, unsigned long hi,
-		    unsigned long *out);
+/* --dpg-bind / bind=: "closest" or "none". */
+int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err);
 
-/* Value of one hexadecimal digit, or -1. */
-int dpg_hex_digit(char c);
+/* --dpg-gpu-visibility / gpu_visibility=: "isolate" or "ordered". */
+int dpg_gpu_visibility_parse(const char *s, enum dpg_gpu_visibility *out,
+			     struct dpg_err *err);
 
 #endif

@@ -15,7 +15,7 @@
 #include "detsum.h"
 #include "dpg.h"
 #include "optim.h"
-#include "reduce.h"
+#include "dtype.h"
 #include "runtime.h"
 #include "zero_cuda.h"
 #include "zlayout.h"

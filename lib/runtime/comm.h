@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dpg.h"
+#include "dtype.h"	/* dpg_dtype_size */
 #include "err.h"
 
 #define DPG_HOST_MAX 64
@@ -45,8 +46,5 @@ struct dpg_comm {
 	uint64_t seq;			/* collectives issued so far */
 	char name[64];			/* unique in the job, e.g. "w" / "w.s3.c1" */
 };
-
-/* Bytes of one element. */
-size_t dpg_dtype_size(dpg_dtype_t dt);
 
 #endif

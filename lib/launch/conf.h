@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "contract_vars.h"	/* DPG_ADDR_MAX */
 #include "err.h"
 #include "gpuvis.h"
 #include "plan.h"
@@ -14,7 +15,6 @@
 #define DPG_PATH_MAX 256		/* longest topology_xml= path */
 
 #define DPG_ADDR_FORMAT_MAX 128	/* longest master_addr= rule */
-#define DPG_ADDR_MAX 320		/* longest MASTER_ADDR produced */
 
 struct dpg_conf {
 	struct dpg_port_range ports;	/* port_range=LO-HI */

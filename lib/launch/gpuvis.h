@@ -43,12 +43,4 @@ int dpg_gpu_visible(const struct dpg_gpu_ns *ns, enum dpg_gpu_visibility mode,
 		    const int *own, size_t g, const int *order, size_t norder,
 		    char *buf, size_t len, struct dpg_err *err);
 
-/* Parse "isolate" / "ordered". */
-int dpg_gpu_visibility_parse(const char *s, enum dpg_gpu_visibility *out,
-			     struct dpg_err *err);
-
-/* Parse a comma list of small non-negative integers ("0,2,3" or "0-3"). */
-int dpg_int_list_parse(const char *s, int *out, size_t cap, size_t *n,
-		       struct dpg_err *err);
-
 #endif

@@ -3,9 +3,12 @@
  * lookup function; nothing is printed, nothing global is touched. */
 #include "joinenv.h"
 
-#include "opts.h"	/* dpg_parse_ulong */
+#include "parse.h"	/* dpg_parse_ulong */
 #include "port.h"
 #include "taskdist.h"
+
+_Static_assert(DPG_CONTRACT_VARS_VERSION == DPG_CONTRACT_VERSION,
+	       "contract_vars.h and dpg.h disagree on the contract version");
 
 #include <limits.h>
 #include <math.h>

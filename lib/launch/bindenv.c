@@ -5,20 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err)
-{
-	char q[64];
-
-	if (s != NULL && strcmp(s, "closest") == 0)
-		*out = DPG_BIND_CLOSEST;
-	else if (s != NULL && strcmp(s, "none") == 0)
-		*out = DPG_BIND_NONE;
-	else
-		return dpg_errf(err, "invalid binding '%s': expected closest or none",
-				dpg_err_quote(s, q, sizeof(q)));
-	return 0;
-}
-
 /* Set by the user, not inherited from an outer dpg step (which lists the
  * variables it set in DPG_OWNED). */
 static bool user_set(dpg_getenv_fn get, void *ctx, const char *name)

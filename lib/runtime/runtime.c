@@ -186,12 +186,6 @@ static dpg_status_t backend_status(int rc)
 	return DPG_ERR_SYSTEM;
 }
 
-/* Declared in comm.h for every backend. */
-size_t dpg_dtype_size(dpg_dtype_t dt)
-{
-	return dpg_red_dtype_size(dt);
-}
-
 static bool aborted(const struct dpg_ctx *ctx)
 {
 	return __atomic_load_n(&ctx->abort_flag, __ATOMIC_SEQ_CST) != 0;

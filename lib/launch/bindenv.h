@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "contract.h"
+#include "env.h"	/* struct dpg_env, dpg_getenv_fn */
 #include "gpuvis.h"
 #include "plan.h"
 
@@ -28,8 +28,5 @@ struct dpg_bind_req {
 int dpg_bind_env(const struct dpg_plan *plan, uint32_t local_rank,
 		 const struct dpg_bind_req *req, dpg_getenv_fn get, void *ctx,
 		 struct dpg_env *out, struct dpg_err *err);
-
-/* Parse "closest" / "none". */
-int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err);
 
 #endif

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "conf.h"	/* DPG_ADDR_MAX */
-#include "contract.h"	/* dpg_getenv_fn */
+#include "contract_vars.h"	/* DPG_ADDR_MAX */
+#include "env.h"	/* dpg_getenv_fn */
 #include "dpg.h"
 #include "err.h"
 #include "hostlist.h"	/* DPG_HOSTNAME_MAX */

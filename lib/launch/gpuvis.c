@@ -1,60 +1,12 @@
 /* gpuvis.c - translation between dpg's physical GPU indices and the index
  * space a task's CUDA/ROCm runtime uses after Slurm's gres and cgroups. */
 #include "gpuvis.h"
-#include "opts.h"
+#include "parse.h"	/* dpg_parse_ulong */
 
 #include <stdbool.h>
 
 #include <stdio.h>
 #include <string.h>
-
-int dpg_int_list_parse(const char *s, int *out, size_t cap, size_t *n,
-		       struct dpg_err *err)
-{
-	char q[80];
-	const char *p = s;
-
-	*n = 0;
-	if (s == NULL || *s == '\0')
-		return dpg_errf(err, "empty device list");
-	while (*p != '\0') {
-		char num[8];
-		unsigned long lo, hi;
-		size_t k = 0;
-
-		for (k = 0; p[k] >= '0' && p[k] <= '9' && k < sizeof(num) - 1; k++)
-			num[k] = p[k];
-		num[k] = '\0';
-		if (k == 0 || dpg_parse_ulong(num, 0, 4095, &lo) != 0)
-			goto bad;
-		p += k;
-		hi = lo;
-		if (*p == '-') {
-			p++;
-			for (k = 0; p[k] >= '0' && p[k] <= '9' && k < sizeof(num) - 1; k++)
-				num[k] = p[k];
-			num[k] = '\0';
-			if (k == 0 || dpg_parse_ulong(num, lo, 4095, &hi) != 0)
-				goto bad;
-			p += k;
-		}
-		for (unsigned long v = lo; v <= hi; v++) {
-			if (*n >= cap)
-				return dpg_errf(err, "device list '%s' names more than %zu "
-						"devices", dpg_err_quote(s, q, sizeof(q)), cap);
-			out[(*n)++] = (int)v;
-		}
-		if (*p == ',' && p[1] != '\0')
-			p++;
-		else if (*p != '\0')
-			goto bad;
-	}
-	return 0;
-bad:
-	*n = 0;
-	return dpg_errf(err, "invalid device list '%s': expected indices such as "
-			"0,2,3 or 0-3", dpg_err_quote(s, q, sizeof(q)));
-}
 
 static bool contains(const int *v, size_t n, int x)
 {
@@ -150,17 +102,3 @@ int dpg_gpu_visible(const struct dpg_gpu_ns *ns, enum dpg_gpu_visibility mode,
 	return 0;
 }
 
-int dpg_gpu_visibility_parse(const char *s, enum dpg_gpu_visibility *out,
-			     struct dpg_err *err)
-{
-	char q[64];
-
-	if (s != NULL && strcmp(s, "isolate") == 0)
-		*out = DPG_VIS_ISOLATE;
-	else if (s != NULL && strcmp(s, "ordered") == 0)
-		*out = DPG_VIS_ORDERED;
-	else
-		return dpg_errf(err, "invalid GPU visibility '%s': expected isolate "
-				"or ordered", dpg_err_quote(s, q, sizeof(q)));
-	return 0;
-}

@@ -1,0 +1,13 @@
+# lib/common/local.mk - pure C shared by every wing: errors, parsing, the
+# environment table, contract facts, Slurm's hostlist/task/port grammars, dtypes.
+noinst_LTLIBRARIES += libdpgcommon.la
+libdpgcommon_la_SOURCES = \
+	lib/common/err.c lib/common/err.h \
+	lib/common/parse.c lib/common/parse.h \
+	lib/common/env.c lib/common/env.h \
+	lib/common/contract_vars.h \
+	lib/common/hostlist.c lib/common/hostlist.h \
+	lib/common/taskdist.c lib/common/taskdist.h \
+	lib/common/port.c lib/common/port.h \
+	lib/common/dtype.h
+libdpgcommon_la_CPPFLAGS = $(COMMON_CPPFLAGS)

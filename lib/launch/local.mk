@@ -1,0 +1,14 @@
+# lib/launch/local.mk - what the plugin (inside slurmstepd) and dpg-plan link:
+# conf, option values, the contract, topology (hwloc), the planner, bindings.
+# Never threads, sockets or NCCL; never the runtime.
+noinst_LTLIBRARIES += libdpglaunch.la
+libdpglaunch_la_SOURCES = \
+	lib/launch/conf.c lib/launch/conf.h \
+	lib/launch/opts.c lib/launch/opts.h \
+	lib/launch/contract.c lib/launch/contract.h \
+	lib/launch/topo.c lib/launch/topo.h \
+	lib/launch/plan.c lib/launch/plan.h \
+	lib/launch/gpuvis.c lib/launch/gpuvis.h \
+	lib/launch/bindenv.c lib/launch/bindenv.h
+libdpglaunch_la_CPPFLAGS = $(LAUNCH_CPPFLAGS) $(HWLOC_CFLAGS)
+libdpglaunch_la_LIBADD = $(HWLOC_LIBS)
