@@ -18,6 +18,18 @@ int dpg_errf(struct dpg_err *err, const char *fmt, ...)
 	return -1;
 }
 
+int dpg_errs(struct dpg_err *err, dpg_status_t st, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL) {
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return -(int)st;
+}
+
 int dpg_err_prefix(struct dpg_err *err, const char *what)
 {
 	char old[DPG_ERR_MSG_MAX];

@@ -14,7 +14,7 @@
 
 /* Return codes besides 0 / -1: the DPG_NET_* codes of net.h (timeout,
  * closed, aborted) and this one. */
-#define DPG_STORE_AUTH -10	/* the server refused our secret (or we its) */
+#define DPG_STORE_AUTH (-(int)DPG_ERR_AUTH)	/* TRANSITIONAL alias: the server refused our secret (or we its) */
 
 struct dpg_store_server;
 struct dpg_store;
