@@ -9,5 +9,5 @@ libdpgcommon_la_SOURCES = \
 	lib/common/hostlist.c lib/common/hostlist.h \
 	lib/common/taskdist.c lib/common/taskdist.h \
 	lib/common/port.c lib/common/port.h \
-	lib/common/dtype.h
+	lib/common/dtype.h lib/common/le.h
 libdpgcommon_la_CPPFLAGS = $(COMMON_CPPFLAGS)
