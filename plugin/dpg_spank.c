@@ -5,7 +5,6 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,19 +381,17 @@ out:
 static void step_cpus(spank_t sp, const struct dpg_topo *topo, bool live,
 		      char *buf, size_t len)
 {
-	struct dpg_cpuset set, affinity;
+	struct dpg_cpuset set, cores_set, affinity;
 	char *cores = NULL;
-	cpu_set_t *mask = NULL;
-	size_t msize = CPU_ALLOC_SIZE(DPG_CPU_MAX);
 	struct dpg_err err;
 	int used = 0;
 
 	buf[0] = '\0';
 	dpg_cpuset_zero(&set);
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) == ESPANK_SUCCESS &&
-	    cores != NULL && dpg_cpuset_parse(cores, &affinity, &err) == 0) {
-		for (int c = dpg_cpuset_next(&affinity, 0); c >= 0;
-		     c = dpg_cpuset_next(&affinity, (unsigned)c + 1)) {
+	    cores != NULL && dpg_cpuset_parse(cores, &cores_set, &err) == 0) {
+		for (int c = dpg_cpuset_next(&cores_set, 0); c >= 0;
+		     c = dpg_cpuset_next(&cores_set, (unsigned)c + 1)) {
 			const struct dpg_core *k;
 
 			if ((uint32_t)c >= topo->ncores)
@@ -408,16 +405,8 @@ static void step_cpus(spank_t sp, const struct dpg_topo *topo, bool live,
 	if (!used)
 		dpg_cpuset_fill(&set);
 	/* a live topology must also respect where this step may run */
-	if (live && (mask = CPU_ALLOC(DPG_CPU_MAX)) != NULL &&
-	    sched_getaffinity(0, msize, mask) == 0) {
-		dpg_cpuset_zero(&affinity);
-		for (unsigned c = 0; c < DPG_CPU_MAX; c++)
-			if (CPU_ISSET_S(c, msize, mask))
-				dpg_cpuset_set(&affinity, c);
+	if (live && dpg_cpuset_from_affinity(&affinity, &err) == 0)
 		dpg_cpuset_and(&set, &set, &affinity);
-	}
-	if (mask != NULL)
-		CPU_FREE(mask);
 	dpg_cpuset_and(&set, &set, &topo->complete);
 	if (dpg_cpuset_empty(&set) || dpg_cpuset_format(&set, buf, len, &err) != 0)
 		buf[0] = '\0';
@@ -500,36 +489,19 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 static void bind_task(uint32_t id)
 {
 	const struct dpg_plan_task *t;
-	size_t msize = CPU_ALLOC_SIZE(DPG_CPU_MAX);
-	cpu_set_t *mask, *now;
+	struct dpg_err err;
 	unsigned n = 0;
 
 	if (st.plan == NULL || st.req.bind != DPG_BIND_CLOSEST || id >= st.plan->ntasks)
 		return;
 	t = &st.plan->tasks[id];
-	mask = CPU_ALLOC(DPG_CPU_MAX);
-	now = CPU_ALLOC(DPG_CPU_MAX);
-	if (mask == NULL || now == NULL || sched_getaffinity(0, msize, now) != 0)
-		goto out;
-	CPU_ZERO_S(msize, mask);
-	for (int c = dpg_cpuset_next(&t->cpuset, 0); c >= 0;
-	     c = dpg_cpuset_next(&t->cpuset, (unsigned)c + 1))
-		if (CPU_ISSET_S((unsigned)c, msize, now)) {
-			CPU_SET_S((unsigned)c, msize, mask);
-			n++;
-		}
-	if (n == 0)
+	if (dpg_cpuset_to_affinity(&t->cpuset, &n, &err) != 0)
+		slurm_error("dpg: task %u: cannot bind to CPUs %s: %s", id, t->cpus,
+			    err.msg);
+	else if (n == 0)
 		slurm_error("dpg: task %u: none of its CPUs %s is available here; "
 			    "not bound (does topology_xml= describe this node?)",
 			    id, t->cpus);
-	else if (sched_setaffinity(0, msize, mask) != 0)
-		slurm_error("dpg: task %u: cannot bind to CPUs %s: %s", id, t->cpus,
-			    strerror(errno));
-out:
-	if (mask != NULL)
-		CPU_FREE(mask);
-	if (now != NULL)
-		CPU_FREE(now);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

@@ -6,6 +6,7 @@ libdpglaunch_la_SOURCES = \
 	lib/launch/conf.c lib/launch/conf.h \
 	lib/launch/opts.c lib/launch/opts.h \
 	lib/launch/contract.c lib/launch/contract.h \
+	lib/launch/cpuset.c lib/launch/cpuset.h \
 	lib/launch/topo.c lib/launch/topo.h \
 	lib/launch/plan.c lib/launch/plan.h \
 	lib/launch/gpuvis.c lib/launch/gpuvis.h \

@@ -30,6 +30,7 @@
  * Everything is ordered by numeric keys and ranks: no pointer values, no
  * hash order, no global state. */
 #include "plan.h"
+#include "parse.h"	/* dpg_ilist_parse */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -126,88 +127,71 @@ void dpg_plan_free(struct dpg_plan *plan)
 /* ================================================================ inputs */
 
 /* Comma-separated bus ids and/or decimal indices / ranges -> cx->alloc[]. */
+struct gpu_list {
+	struct ctx *cx;
+	const char *s;
+	bool mark[MAXG];
+};
+
+/* One item of the allocated-GPU list: an index, a range, or a bus id. */
+static int gpu_list_add(void *arg, const struct dpg_ilist_item *it)
+{
+	struct gpu_list *l = arg;
+	const struct dpg_topo *t = l->cx->t;
+	char q[96], q2[80], tok[64];
+
+	if (it->word != NULL) {
+		int g;
+
+		if (it->len >= sizeof(tok))
+			return dpg_errf(l->cx->err, "allocated GPUs \"%s\": overlong item",
+					dpg_err_quote(l->s, q, sizeof(q)));
+		memcpy(tok, it->word, it->len);
+		tok[it->len] = '\0';
+		if (strchr(tok, ':') == NULL)
+			return dpg_errf(l->cx->err, "allocated GPUs \"%s\": \"%s\" is neither a GPU index, a range nor a PCI bus id",
+					dpg_err_quote(l->s, q, sizeof(q)), dpg_err_quote(tok, q2, sizeof(q2)));
+		if ((g = dpg_topo_find_gpu(t, tok, l->cx->err)) < 0)
+			return -1;
+		l->mark[g] = true;
+		return 0;
+	}
+	if (it->hi >= t->ngpus && t->ngpus == 0)
+		return dpg_errf(l->cx->err, "allocated GPU %lu does not exist: this node has no GPU",
+				it->hi);
+	if (it->hi >= t->ngpus)
+		return dpg_errf(l->cx->err, "allocated GPU %lu does not exist: this node has %u GPUs (0-%u)",
+				it->hi, t->ngpus, t->ngpus - 1);
+	for (unsigned long k = it->lo; k <= it->hi; k++)
+		l->mark[k] = true;
+	return 0;
+}
+
 static int parse_gpu_list(struct ctx *cx, const char *s)
 {
 	const struct dpg_topo *t = cx->t;
-	bool mark[MAXG];
-	char q[96], tok[64];
-	const char *p = s;
+	struct gpu_list list = { .cx = cx, .s = s }, *l = &list;
+	enum dpg_ilist_status st = DPG_ILIST_OK;
+	char q[96];
 	uint32_t i;
 
-	memset(mark, 0, sizeof(mark));
-	if (s == NULL) {
+	if (s == NULL)
 		for (i = 0; i < t->ngpus; i++)
-			mark[i] = true;
-		goto out;
-	}
-	while (*p != '\0') {
-		const char *e = p;
-		size_t len;
-		char *a, *b, *end;
-
-		while (*e != '\0' && *e != ',')
-			e++;
-		while (p < e && (*p == ' ' || *p == '\t'))
-			p++;
-		len = (size_t)(e - p);
-		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-			len--;
-		if (len == 0 || len >= sizeof(tok))
-			return dpg_errf(cx->err, "allocated GPUs \"%s\": %s item",
-					dpg_err_quote(s, q, sizeof(q)),
-					len == 0 ? "empty" : "overlong");
-		memcpy(tok, p, len);
-		tok[len] = '\0';
-		if (strchr(tok, ':') != NULL) {
-			int g = dpg_topo_find_gpu(t, tok, cx->err);
-
-			if (g < 0)
-				return -1;
-			mark[g] = true;
-		} else {
-			unsigned long lo, hi, k;
-
-			a = tok;
-			if (*a < '0' || *a > '9')
-				goto bad;
-			errno = 0;
-			lo = strtoul(a, &end, 10);
-			hi = lo;
-			if (*end == '-') {
-				b = end + 1;
-				if (*b < '0' || *b > '9')
-					goto bad;
-				hi = strtoul(b, &end, 10);
-			}
-			if (*end != '\0' || errno != 0 || hi < lo)
-				goto bad;
-			if (hi >= t->ngpus && t->ngpus == 0)
-				return dpg_errf(cx->err, "allocated GPU %lu does not exist: this node has no GPU",
-						hi);
-			if (hi >= t->ngpus)
-				return dpg_errf(cx->err, "allocated GPU %lu does not exist: this node has %u GPUs (0-%u)",
-						hi, t->ngpus, t->ngpus - 1);
-			for (k = lo; k <= hi; k++)
-				mark[k] = true;
-		}
-		p = *e == ',' ? e + 1 : e;
-		if (*e == ',' && *p == '\0')
-			return dpg_errf(cx->err, "allocated GPUs \"%s\": trailing comma",
-					dpg_err_quote(s, q, sizeof(q)));
-	}
-out:
+			l->mark[i] = true;
+	else
+		st = dpg_ilist_parse(s, DPG_ILIST_BLANKS | DPG_ILIST_EMPTY_OK | DPG_ILIST_WORDS,
+				     UINT32_MAX, gpu_list_add, l, NULL);
+	if (st == DPG_ILIST_TRAILING)
+		dpg_errf(cx->err, "allocated GPUs \"%s\": trailing comma",
+			 dpg_err_quote(s, q, sizeof(q)));
+	else if (st != DPG_ILIST_OK && st != DPG_ILIST_STOPPED)
+		dpg_errf(cx->err, "allocated GPUs \"%s\": empty item",
+			 dpg_err_quote(s, q, sizeof(q)));
 	cx->nalloc = 0;
-	for (i = 0; i < t->ngpus; i++)
-		if (mark[i])
+	for (i = 0; st == DPG_ILIST_OK && i < t->ngpus; i++)
+		if (l->mark[i])
 			cx->alloc[cx->nalloc++] = (uint16_t)i;
-	return 0;
-bad:
-	{
-		char q2[80];
-
-		return dpg_errf(cx->err, "allocated GPUs \"%s\": \"%s\" is neither a GPU index, a range nor a PCI bus id",
-				dpg_err_quote(s, q, sizeof(q)), dpg_err_quote(tok, q2, sizeof(q2)));
-	}
+	return st == DPG_ILIST_OK ? 0 : -1;
 }
 
 /* "0000:07:00.0,0000:0a:00.0" of the allocated GPUs, cut to fit. */
