@@ -2,6 +2,7 @@
  * Strict: a value is accepted only if every byte of it is understood. */
 #include "opts.h"
 #include "parse.h"	/* dpg_parse_ulong */
+#include "port.h"	/* dpg_port_parse_named */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -31,15 +32,8 @@ int dpg_opt_gpus_per_task(const char *s, int *out, struct dpg_err *err)
 
 int dpg_opt_port(const char *s, uint16_t *out, struct dpg_err *err)
 {
-	unsigned long v;
-	char q[64];
-
-	if (dpg_parse_ulong(s, 1024, 65535, &v) != 0)
-		return dpg_errf(err, "invalid --dpg-port value '%s': expected an "
-				"integer 1024-65535 (the MASTER_PORT for this step)",
-				dpg_err_quote(s, q, sizeof(q)));
-	*out = (uint16_t)v;
-	return 0;
+	return dpg_port_parse_named(s, "--dpg-port value (the MASTER_PORT for this step)",
+				    out, err);
 }
 
 int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err)

@@ -26,7 +26,7 @@ void dpg_request_init(struct dpg_request *r);
 /* --dpg-gpus-per-task=N: 0..DPG_GPUS_PER_TASK_MAX. */
 int dpg_opt_gpus_per_task(const char *s, int *out, struct dpg_err *err);
 
-/* --dpg-port=P: 1024..65535. */
+/* --dpg-port=P: 1024..65535 (dpg_port_parse, the message naming the option). */
 int dpg_opt_port(const char *s, uint16_t *out, struct dpg_err *err);
 
 /* --dpg-bind / bind=: "closest" or "none". */
