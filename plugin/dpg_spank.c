@@ -1,9 +1,7 @@
 /* dpg_spank.c - the SPANK glue: registers the --dpg-* options, reads the
  * plugstack.conf arguments, and moves data between Slurm and lib/. */
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +16,7 @@
 #include "bindenv.h"
 #include "conf.h"
 #include "contract.h"
+#include "netif.h"
 #include "opts.h"
 #include "plan.h"
 #include "topo.h"
@@ -341,42 +340,6 @@ static int export_contract(spank_t sp)
 	return 0;
 }
 
-/* The interface whose address routes to MASTER_ADDR, found by connecting a
- * UDP socket (no packet is sent).  Best effort: empty on any failure. */
-static void find_ifname(const char *addr, char *out, size_t len)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM };
-	struct addrinfo *ai = NULL;
-	struct sockaddr_in local;
-	socklen_t sl = sizeof(local);
-	struct ifaddrs *ifs = NULL;
-	int fd = -1;
-
-	out[0] = '\0';
-	if (getaddrinfo(addr, "9", &hints, &ai) != 0 || ai == NULL)
-		return;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&local, &sl) != 0 ||
-	    getifaddrs(&ifs) != 0)
-		goto out;
-	for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
-		const struct sockaddr_in *a = (const void *)i->ifa_addr;
-
-		if (a != NULL && a->sin_family == AF_INET &&
-		    a->sin_addr.s_addr == local.sin_addr.s_addr) {
-			snprintf(out, len, "%s", i->ifa_name);
-			break;
-		}
-	}
-out:
-	if (ifs != NULL)
-		freeifaddrs(ifs);
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
-}
-
 /* Slurm's step cores (abstract core ids, hwloc logical order) as PUs. */
 static void step_cpus(spank_t sp, const struct dpg_topo *topo, bool live,
 		      char *buf, size_t len)
@@ -477,7 +440,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		plan_fail("binding", &err);
 	dpg_topo_free(topo);
 	if (dpg_step_from_env(task_getenv, env, &st.conf, &st.req, &step, &err) == 0)
-		find_ifname(step.master_addr, st.ifname, sizeof(st.ifname));
+		(void)dpg_route_ifname(step.master_addr, st.ifname, sizeof(st.ifname),
+				       NULL);	/* best effort: "" on failure */
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 # lib/common/local.mk - pure C shared by every wing: errors, parsing, the
-# environment table, contract facts, Slurm's hostlist/task/port grammars, dtypes.
+# environment table, contract facts, Slurm's hostlist/task/port grammars, dtypes,
+# and netif.c's one-shot route lookup (a UDP connect, no threads, no listener).
 noinst_LTLIBRARIES += libdpgcommon.la
 libdpgcommon_la_SOURCES = \
 	lib/common/err.c lib/common/err.h \
@@ -9,5 +10,6 @@ libdpgcommon_la_SOURCES = \
 	lib/common/hostlist.c lib/common/hostlist.h \
 	lib/common/taskdist.c lib/common/taskdist.h \
 	lib/common/port.c lib/common/port.h \
+	lib/common/netif.c lib/common/netif.h \
 	lib/common/dtype.h lib/common/le.h
 libdpgcommon_la_CPPFLAGS = $(COMMON_CPPFLAGS)
