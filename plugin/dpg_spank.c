@@ -185,8 +185,8 @@ static bool active(void)
  * SLURM_* variables; task_init renames it to DPG_SECRET. */
 static int make_secret(void)
 {
-	unsigned char raw[32];
-	char hex[2 * sizeof(raw) + 1];
+	unsigned char raw[DPG_SECRET_BYTES];
+	char hex[DPG_SECRET_HEX_LEN + 1];
 	size_t got = 0;
 
 	while (got < sizeof(raw)) {
@@ -203,7 +203,7 @@ static int make_secret(void)
 	}
 	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-	if (setenv("SLURM_DPG_SECRET", hex, 1) != 0) {
+	if (setenv(DPG_VAR_SECRET_TRANSIT, hex, 1) != 0) {
 		slurm_error("dpg: cannot set DPG_SECRET: %s", strerror(errno));
 		return -1;
 	}
@@ -268,7 +268,7 @@ static int export_contract(spank_t sp)
 	char **env = NULL;
 	char line[DPG_ERR_MSG_MAX];
 	const char *secret;
-	char hexsecret[65];
+	char hexsecret[DPG_SECRET_HEX_LEN + 1];
 
 	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == NULL) {
 		slurm_error("dpg: cannot read the task environment; no rank "
@@ -298,15 +298,15 @@ static int export_contract(spank_t sp)
 		slurm_error("dpg: no rank variables exported: %s", err.msg);
 		return -1;
 	}
-	secret = task_getenv(env, "SLURM_DPG_SECRET");
-	if (secret == NULL || strlen(secret) != 64) {
+	secret = task_getenv(env, DPG_VAR_SECRET_TRANSIT);
+	if (secret == NULL || strlen(secret) != DPG_SECRET_HEX_LEN) {
 		slurm_error("dpg: no job secret from srun (was srun started without "
 			    "the dpg plugin?); no rank variables exported");
 		return -1;
 	}
 	snprintf(hexsecret, sizeof(hexsecret), "%s", secret);
-	spank_unsetenv(sp, "SLURM_DPG_SECRET");
-	if (spank_setenv(sp, "DPG_SECRET", hexsecret, 1) != ESPANK_SUCCESS) {
+	spank_unsetenv(sp, DPG_VAR_SECRET_TRANSIT);
+	if (spank_setenv(sp, DPG_VAR_SECRET, hexsecret, 1) != ESPANK_SUCCESS) {
 		slurm_error("dpg: cannot set DPG_SECRET");
 		return -1;
 	}

@@ -1,6 +1,7 @@
 /* bindenv.c - turns one task's row of the node plan into environment
  * variables, translating GPU indices into the space the task's runtime sees. */
 #include "bindenv.h"
+#include "contract_vars.h"	/* variable names */
 
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 static bool user_set(dpg_getenv_fn get, void *ctx, const char *name)
 {
 	const char *v = get != NULL ? get(ctx, name) : NULL;
-	const char *owned = get != NULL ? get(ctx, "DPG_OWNED") : NULL;
+	const char *owned = get != NULL ? get(ctx, DPG_VAR_OWNED) : NULL;
 	size_t n = strlen(name);
 
 	if (v == NULL || *v == '\0')
@@ -47,7 +48,7 @@ static int add_owned(struct dpg_env *out, size_t from)
 				return -1;
 			o += (size_t)w;
 		}
-	return dpg_env_add(out, "DPG_OWNED", "%s", list);
+	return dpg_env_add(out, DPG_VAR_OWNED, "%s", list);
 }
 
 /* Index of GPU phys among GPUs of its vendor: what CUDA or ROCm numbers it. */
@@ -115,9 +116,9 @@ static int gpu_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 		return dpg_err_prefix(err, var);
 	if ((rc == 0 && dpg_env_add(out, var, "%s", vis) != 0) ||
 	    (v == DPG_GPU_NVIDIA && dpg_env_add(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID") != 0) ||
-	    dpg_env_add(out, "DPG_GPU_VISIBILITY", "%s",
+	    dpg_env_add(out, DPG_VAR_GPU_VISIBILITY, "%s",
 		mode == DPG_VIS_ORDERED ? "ordered" : "isolate") != 0 ||
-	    dpg_env_add(out, "DPG_GPUS", "%s", t->gpus) != 0)
+	    dpg_env_add(out, DPG_VAR_GPUS, "%s", t->gpus) != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	return 0;
 }
@@ -161,7 +162,7 @@ static int nic_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 	char hca[DPG_ENV_VALUE_MAX];
 	const struct dpg_nic *nic = t->nnics > 0 ? &p->nics[t->nic[0]] : NULL;
 
-	if (dpg_env_add(out, "DPG_NICS", "%s", t->nics) != 0)
+	if (dpg_env_add(out, DPG_VAR_NICS, "%s", t->nics) != 0)
 		return -1;
 	if (nic != NULL && verbs_nic(nic) &&
 	    !user_set(get, ctx, "UCX_NET_DEVICES") &&
@@ -200,8 +201,8 @@ int dpg_bind_env(const struct dpg_plan *plan, uint32_t local_rank,
 	if (nic_vars(plan, t, req, get, ctx, out) != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	ncpus = dpg_cpuset_count(&t->cpuset);
-	if (dpg_env_add(out, "DPG_CPUS", "%s", t->cpus) != 0 ||
-	    dpg_env_add(out, "DPG_NUMA", "%d", t->numa) != 0 ||
+	if (dpg_env_add(out, DPG_VAR_CPUS, "%s", t->cpus) != 0 ||
+	    dpg_env_add(out, DPG_VAR_NUMA, "%d", t->numa) != 0 ||
 	    (plan->policy.bind == DPG_BIND_CLOSEST && ncpus > 0 &&
 	     !user_set(get, ctx, "OMP_NUM_THREADS") &&
 	     dpg_env_add(out, "OMP_NUM_THREADS", "%u", ncpus) != 0) ||

@@ -100,7 +100,7 @@ static int step_port(dpg_getenv_fn get, void *ctx, const struct dpg_conf *conf,
 		     const struct dpg_request *req, struct dpg_step *step,
 		     struct dpg_err *err)
 {
-	const char *user = user_value(get, ctx, "MASTER_PORT", "DPG_MASTER_PORT");
+	const char *user = user_value(get, ctx, DPG_TORCH_MASTER_PORT, DPG_VAR_MASTER_PORT);
 	const char *resv = get(ctx, "SLURM_STEP_RESV_PORTS");
 	char q[64];
 
@@ -131,7 +131,7 @@ static int step_port(dpg_getenv_fn get, void *ctx, const struct dpg_conf *conf,
 static int step_addr(dpg_getenv_fn get, void *ctx, const struct dpg_conf *conf,
 		     struct dpg_step *step, struct dpg_err *err)
 {
-	const char *user = user_value(get, ctx, "MASTER_ADDR", "DPG_MASTER_ADDR");
+	const char *user = user_value(get, ctx, DPG_TORCH_MASTER_ADDR, DPG_VAR_MASTER_ADDR);
 	const char *dist = get(ctx, "SLURM_DISTRIBUTION");
 	enum dpg_dist d;
 	uint32_t plane;
@@ -243,7 +243,7 @@ static void note_overwritten(const struct dpg_env *out, dpg_getenv_fn get,
 			     void *ctx, char *notice, size_t len)
 {
 	static const char *const ranks[] = {
-		"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK",
+		DPG_TORCH_RANK, DPG_TORCH_LOCAL_RANK, DPG_TORCH_WORLD_SIZE, DPG_TORCH_LOCAL_WORLD_SIZE, DPG_TORCH_NODE_RANK,
 	};
 	size_t o = 0;
 
@@ -274,31 +274,31 @@ int dpg_contract_build(const struct dpg_step *s, const struct dpg_task *t,
 
 	memset(out, 0, sizeof(*out));
 	/* torchrun's names */
-	rc |= dpg_env_add(out, "RANK", "%u", t->rank);
-	rc |= dpg_env_add(out, "LOCAL_RANK", "%u", t->local_rank);
-	rc |= dpg_env_add(out, "WORLD_SIZE", "%u", s->world_size);
-	rc |= dpg_env_add(out, "LOCAL_WORLD_SIZE", "%u", t->local_world_size);
-	rc |= dpg_env_add(out, "NODE_RANK", "%u", t->node_rank);
-	rc |= dpg_env_add(out, "GROUP_RANK", "%u", t->node_rank);
-	rc |= dpg_env_add(out, "GROUP_WORLD_SIZE", "%u", s->num_nodes);
-	rc |= dpg_env_add(out, "ROLE_RANK", "%u", t->rank);
-	rc |= dpg_env_add(out, "ROLE_WORLD_SIZE", "%u", s->world_size);
-	rc |= dpg_env_add(out, "ROLE_NAME", "%s", "default");
-	rc |= dpg_env_add(out, "MASTER_ADDR", "%s", s->master_addr);
-	rc |= dpg_env_add(out, "MASTER_PORT", "%u", (unsigned)s->master_port);
+	rc |= dpg_env_add(out, DPG_TORCH_RANK, "%u", t->rank);
+	rc |= dpg_env_add(out, DPG_TORCH_LOCAL_RANK, "%u", t->local_rank);
+	rc |= dpg_env_add(out, DPG_TORCH_WORLD_SIZE, "%u", s->world_size);
+	rc |= dpg_env_add(out, DPG_TORCH_LOCAL_WORLD_SIZE, "%u", t->local_world_size);
+	rc |= dpg_env_add(out, DPG_TORCH_NODE_RANK, "%u", t->node_rank);
+	rc |= dpg_env_add(out, DPG_TORCH_GROUP_RANK, "%u", t->node_rank);
+	rc |= dpg_env_add(out, DPG_TORCH_GROUP_WORLD_SIZE, "%u", s->num_nodes);
+	rc |= dpg_env_add(out, DPG_TORCH_ROLE_RANK, "%u", t->rank);
+	rc |= dpg_env_add(out, DPG_TORCH_ROLE_WORLD_SIZE, "%u", s->world_size);
+	rc |= dpg_env_add(out, DPG_TORCH_ROLE_NAME, "%s", "default");
+	rc |= dpg_env_add(out, DPG_TORCH_MASTER_ADDR, "%s", s->master_addr);
+	rc |= dpg_env_add(out, DPG_TORCH_MASTER_PORT, "%u", (unsigned)s->master_port);
 	/* dpg's own, read by libdpg */
-	rc |= dpg_env_add(out, "DPG_CONTRACT", "%d", DPG_CONTRACT_VARS_VERSION);
-	rc |= dpg_env_add(out, "DPG_RANK", "%u", t->rank);
-	rc |= dpg_env_add(out, "DPG_WORLD_SIZE", "%u", s->world_size);
-	rc |= dpg_env_add(out, "DPG_LOCAL_RANK", "%u", t->local_rank);
-	rc |= dpg_env_add(out, "DPG_LOCAL_WORLD_SIZE", "%u", t->local_world_size);
-	rc |= dpg_env_add(out, "DPG_NODE_RANK", "%u", t->node_rank);
-	rc |= dpg_env_add(out, "DPG_NUM_NODES", "%u", s->num_nodes);
-	rc |= dpg_env_add(out, "DPG_MASTER_ADDR", "%s", s->master_addr);
-	rc |= dpg_env_add(out, "DPG_MASTER_PORT", "%u", (unsigned)s->master_port);
-	rc |= dpg_env_add(out, "DPG_JOB_ID", "%u", s->job_id);
-	rc |= dpg_env_add(out, "DPG_STEP_ID", "%u", s->step_id);
-	rc |= dpg_env_add(out, "DPG_GPUS_PER_TASK", "%d", gpus);
+	rc |= dpg_env_add(out, DPG_VAR_CONTRACT, "%d", DPG_CONTRACT_VARS_VERSION);
+	rc |= dpg_env_add(out, DPG_VAR_RANK, "%u", t->rank);
+	rc |= dpg_env_add(out, DPG_VAR_WORLD_SIZE, "%u", s->world_size);
+	rc |= dpg_env_add(out, DPG_VAR_LOCAL_RANK, "%u", t->local_rank);
+	rc |= dpg_env_add(out, DPG_VAR_LOCAL_WORLD_SIZE, "%u", t->local_world_size);
+	rc |= dpg_env_add(out, DPG_VAR_NODE_RANK, "%u", t->node_rank);
+	rc |= dpg_env_add(out, DPG_VAR_NUM_NODES, "%u", s->num_nodes);
+	rc |= dpg_env_add(out, DPG_VAR_MASTER_ADDR, "%s", s->master_addr);
+	rc |= dpg_env_add(out, DPG_VAR_MASTER_PORT, "%u", (unsigned)s->master_port);
+	rc |= dpg_env_add(out, DPG_VAR_JOB_ID, "%u", s->job_id);
+	rc |= dpg_env_add(out, DPG_VAR_STEP_ID, "%u", s->step_id);
+	rc |= dpg_env_add(out, DPG_VAR_GPUS_PER_TASK, "%d", gpus);
 	if (rc != 0)
 		return dpg_errf(err, "internal: environment table overflow");
 	if (get != NULL)

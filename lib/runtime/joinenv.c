@@ -156,19 +156,19 @@ static int read_dpg(dpg_getenv_fn get, void *ctx, struct src *s,
 	struct fld contract, job, step;
 
 	src_init(s, DPG_JOIN_DPG);
-	if (rd(get, ctx, "DPG_CONTRACT", 1, 1000000, &contract, err) != 0 ||
-	    rd_rank(get, ctx, "DPG_RANK", &s->rank, err) != 0 ||
-	    rd_size(get, ctx, "DPG_WORLD_SIZE", &s->size, err) != 0 ||
-	    rd_rank(get, ctx, "DPG_LOCAL_RANK", &s->lrank, err) != 0 ||
-	    rd_size(get, ctx, "DPG_LOCAL_WORLD_SIZE", &s->lsize, err) != 0 ||
-	    rd_rank(get, ctx, "DPG_NODE_RANK", &s->nrank, err) != 0 ||
-	    rd_size(get, ctx, "DPG_NUM_NODES", &s->nnodes, err) != 0 ||
-	    rd(get, ctx, "DPG_MASTER_PORT", 1, 65535, &s->port, err) != 0 ||
-	    rd(get, ctx, "DPG_JOB_ID", 0, 0xffffffffL, &job, err) != 0 ||
-	    rd(get, ctx, "DPG_STEP_ID", 0, 0xffffffffL, &step, err) != 0 ||
-	    rd_addr(get, ctx, "DPG_MASTER_ADDR", s, err) != 0)
+	if (rd(get, ctx, DPG_VAR_CONTRACT, 1, 1000000, &contract, err) != 0 ||
+	    rd_rank(get, ctx, DPG_VAR_RANK, &s->rank, err) != 0 ||
+	    rd_size(get, ctx, DPG_VAR_WORLD_SIZE, &s->size, err) != 0 ||
+	    rd_rank(get, ctx, DPG_VAR_LOCAL_RANK, &s->lrank, err) != 0 ||
+	    rd_size(get, ctx, DPG_VAR_LOCAL_WORLD_SIZE, &s->lsize, err) != 0 ||
+	    rd_rank(get, ctx, DPG_VAR_NODE_RANK, &s->nrank, err) != 0 ||
+	    rd_size(get, ctx, DPG_VAR_NUM_NODES, &s->nnodes, err) != 0 ||
+	    rd(get, ctx, DPG_VAR_MASTER_PORT, 1, 65535, &s->port, err) != 0 ||
+	    rd(get, ctx, DPG_VAR_JOB_ID, 0, 0xffffffffL, &job, err) != 0 ||
+	    rd(get, ctx, DPG_VAR_STEP_ID, 0, 0xffffffffL, &step, err) != 0 ||
+	    rd_addr(get, ctx, DPG_VAR_MASTER_ADDR, s, err) != 0)
 		return -1;
-	if (need_pair(&s->rank, "DPG_RANK", &s->size, "DPG_WORLD_SIZE", err) != 0)
+	if (need_pair(&s->rank, DPG_VAR_RANK, &s->size, DPG_VAR_WORLD_SIZE, err) != 0)
 		return -1;
 	if (job.v >= 0 && step.v >= 0) {
 		s->ids = true;
@@ -182,18 +182,18 @@ static int read_torch(dpg_getenv_fn get, void *ctx, struct src *s,
 		      struct dpg_err *err)
 {
 	src_init(s, DPG_JOIN_TORCHRUN);
-	if (rd_rank(get, ctx, "RANK", &s->rank, err) != 0 ||
-	    rd_size(get, ctx, "WORLD_SIZE", &s->size, err) != 0 ||
-	    rd_rank(get, ctx, "LOCAL_RANK", &s->lrank, err) != 0 ||
-	    rd_size(get, ctx, "LOCAL_WORLD_SIZE", &s->lsize, err) != 0 ||
-	    rd_rank(get, ctx, "NODE_RANK", &s->nrank, err) != 0 ||
-	    rd_size(get, ctx, "GROUP_WORLD_SIZE", &s->nnodes, err) != 0 ||
-	    rd(get, ctx, "MASTER_PORT", 1, 65535, &s->port, err) != 0 ||
-	    rd_addr(get, ctx, "MASTER_ADDR", s, err) != 0)
+	if (rd_rank(get, ctx, DPG_TORCH_RANK, &s->rank, err) != 0 ||
+	    rd_size(get, ctx, DPG_TORCH_WORLD_SIZE, &s->size, err) != 0 ||
+	    rd_rank(get, ctx, DPG_TORCH_LOCAL_RANK, &s->lrank, err) != 0 ||
+	    rd_size(get, ctx, DPG_TORCH_LOCAL_WORLD_SIZE, &s->lsize, err) != 0 ||
+	    rd_rank(get, ctx, DPG_TORCH_NODE_RANK, &s->nrank, err) != 0 ||
+	    rd_size(get, ctx, DPG_TORCH_GROUP_WORLD_SIZE, &s->nnodes, err) != 0 ||
+	    rd(get, ctx, DPG_TORCH_MASTER_PORT, 1, 65535, &s->port, err) != 0 ||
+	    rd_addr(get, ctx, DPG_TORCH_MASTER_ADDR, s, err) != 0)
 		return -1;
-	if (s->nrank.v < 0 && rd_rank(get, ctx, "GROUP_RANK", &s->nrank, err) != 0)
+	if (s->nrank.v < 0 && rd_rank(get, ctx, DPG_TORCH_GROUP_RANK, &s->nrank, err) != 0)
 		return -1;
-	return need_pair(&s->rank, "RANK", &s->size, "WORLD_SIZE", err);
+	return need_pair(&s->rank, DPG_TORCH_RANK, &s->size, DPG_TORCH_WORLD_SIZE, err);
 }
 
 /* Slurm's variables describe this process only inside a real step (not the
@@ -333,12 +333,12 @@ static int parse_secret(const char *hex, const char *from, char *out,
 {
 	size_t n = strlen(hex);
 
-	if (n < DPG_JOIN_SECRET_HEX_MIN || n > DPG_JOIN_SECRET_HEX_MAX || n % 2 != 0)
+	if (n < DPG_SECRET_HEX_MIN || n > DPG_SECRET_HEX_MAX || n % 2 != 0)
 		return dpg_errf(err, "%s has %zu characters: it must be an even "
 				"number of hex digits, %d to %d (e.g. export "
 				"DPG_SECRET=$(head -c32 /dev/urandom | od -An -tx1 | "
-				"tr -d ' \\n'))", from, n, DPG_JOIN_SECRET_HEX_MIN,
-				DPG_JOIN_SECRET_HEX_MAX);
+				"tr -d ' \\n'))", from, n, DPG_SECRET_HEX_MIN,
+				DPG_SECRET_HEX_MAX);
 	for (size_t i = 0; i < n; i++) {
 		char c = hex[i];
 
@@ -395,14 +395,14 @@ static int parse_backend(dpg_getenv_fn get, void *ctx, dpg_backend_t *out,
 static int gpu_hint(dpg_getenv_fn get, void *ctx, struct dpg_join *j,
 		    struct dpg_err *err)
 {
-	const char *gpus = val(get, ctx, "DPG_GPUS");
+	const char *gpus = val(get, ctx, DPG_VAR_GPUS);
 	const char *cvd = get(ctx, "CUDA_VISIBLE_DEVICES");
 	struct fld per_task;
 	size_t n;
 
 	j->gpu_hint = -1;
 	j->gpu_busid[0] = '\0';
-	if (rd(get, ctx, "DPG_GPUS_PER_TASK", 0, 1024, &per_task, err) != 0)
+	if (rd(get, ctx, DPG_VAR_GPUS_PER_TASK, 0, 1024, &per_task, err) != 0)
 		return -1;
 	if (gpus != NULL) {
 		n = strcspn(gpus, ",");
@@ -650,8 +650,8 @@ int dpg_join_resolve(const dpg_init_opts_t *opts, dpg_getenv_fn get, void *ctx,
 		if (parse_secret(opts->secret, "opts.secret", out->secret,
 				 sizeof(out->secret), err) != 0)
 			return -DPG_ERR_AUTH;
-	} else if ((sec = val(get, ctx, "DPG_SECRET")) != NULL) {
-		if (parse_secret(sec, "DPG_SECRET", out->secret, sizeof(out->secret),
+	} else if ((sec = val(get, ctx, DPG_VAR_SECRET)) != NULL) {
+		if (parse_secret(sec, DPG_VAR_SECRET, out->secret, sizeof(out->secret),
 				 err) != 0 && out->world_size > 1)
 			return -DPG_ERR_AUTH;
 	}

@@ -8,14 +8,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "contract_vars.h"	/* DPG_ADDR_MAX */
+#include "contract_vars.h"	/* DPG_ADDR_MAX, DPG_SECRET_HEX_*, variable names */
 #include "env.h"	/* dpg_getenv_fn */
 #include "dpg.h"
 #include "err.h"
 #include "hostlist.h"	/* DPG_HOSTNAME_MAX */
 
-#define DPG_JOIN_SECRET_HEX_MIN 32
-#define DPG_JOIN_SECRET_HEX_MAX 128
 #define DPG_JOIN_DEFAULT_TIMEOUT_S 300.0
 #define DPG_JOIN_BUSID_MAX 32
 
@@ -46,7 +44,7 @@ struct dpg_join {
 	bool have_ids;
 	uint32_t job_id, step_id;
 
-	char secret[DPG_JOIN_SECRET_HEX_MAX + 1];	/* hex; "" = none */
+	char secret[DPG_SECRET_HEX_MAX + 1];	/* hex; "" = none */
 
 	double timeout_s;		/* > 0 */
 	dpg_backend_t backend;		/* AUTO, CPU or NCCL */
