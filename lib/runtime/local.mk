@@ -6,7 +6,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/net.c lib/runtime/net.h \
 	lib/runtime/sha256.c lib/runtime/sha256.h \
 	lib/runtime/store.c lib/runtime/store.h \
-	lib/runtime/joinenv.c lib/runtime/joinenv.h \
+	lib/runtime/join.c lib/runtime/join.h \
 	lib/runtime/runtime.c lib/runtime/runtime.h \
 	lib/runtime/mesh.c \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \

@@ -4,7 +4,7 @@
 #include "runtime.h"
 
 #include "cpu_backend.h"
-#include "joinenv.h"
+#include "join.h"
 #include "net.h"
 #include "reduce.h"
 #include "store.h"

@@ -13,7 +13,7 @@
 
 #include "conf.h"
 #include "contract.h"
-#include "joinenv.h"
+#include "join.h"
 #include "opts.h"
 #include "port.h"
 

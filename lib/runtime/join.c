@@ -1,7 +1,7 @@
-/* joinenv.c - resolve how this process joins its job from explicit options
+/* join.c - resolve how this process joins its job from explicit options
  * and the environment.  Pure: every variable is read through the caller's
  * lookup function; nothing is printed, nothing global is touched. */
-#include "joinenv.h"
+#include "join.h"
 
 #include "parse.h"	/* dpg_parse_ulong */
 #include "port.h"
@@ -494,140 +494,179 @@ static int check_below(const struct fld *a, const struct fld *b,
 	return 0;
 }
 
-int dpg_join_resolve(const dpg_init_opts_t *opts, dpg_getenv_fn get, void *ctx,
-		     struct dpg_join *out, struct dpg_err *err)
+/* The sources in precedence order, and what they agree on. */
+enum { S_DPG, S_TORCH, S_SLURM, S_OMPI, S_PMI, S_COUNT };
+
+struct merged {
+	struct src s[S_COUNT], o;	/* o: the explicit options */
+	bool use[S_COUNT];
+	struct fld rank, size, lrank, lsize, nrank, nnodes, port;
+	const char *addr, *addr_var;
+	enum dpg_join_src from;
+	int ids_from;			/* source of the job/step ids, -1 */
+};
+
+/* Phase 1: every source, each checked on its own. */
+static int read_sources(const dpg_init_opts_t *opts, dpg_getenv_fn get,
+			void *ctx, struct merged *m, struct dpg_err *err)
 {
-	/* in precedence order */
-	struct src s[5], o;
-	bool use[5] = { true, true, true, true, true };
-	struct fld rank = UNSET, size = UNSET, lrank = UNSET, lsize = UNSET;
-	struct fld nrank = UNSET, nnodes = UNSET, port = UNSET;
-	const char *addr = NULL, *addr_var = NULL;
-	enum dpg_join_src from = DPG_JOIN_SINGLE;
-	const struct src *mpi, *step;
-	const char *sec;
-	int ids_from = -1;
-	enum { S_DPG, S_TORCH, S_SLURM, S_OMPI, S_PMI };
-
-	memset(out, 0, sizeof(*out));
-	if (get == NULL)
-		get = dpg_join_process_getenv;
-	if (read_opts(opts, &o, err) != 0)
+	if (read_opts(opts, &m->o, err) != 0)
 		return -DPG_ERR_INVALID;
-	if (read_dpg(get, ctx, &s[S_DPG], err) != 0 ||
-	    read_torch(get, ctx, &s[S_TORCH], err) != 0 ||
-	    read_slurm(get, ctx, &s[S_SLURM], err) != 0 ||
-	    read_ompi(get, ctx, &s[S_OMPI], err) != 0 ||
-	    read_pmi(get, ctx, &s[S_PMI], err) != 0)
+	if (read_dpg(get, ctx, &m->s[S_DPG], err) != 0 ||
+	    read_torch(get, ctx, &m->s[S_TORCH], err) != 0 ||
+	    read_slurm(get, ctx, &m->s[S_SLURM], err) != 0 ||
+	    read_ompi(get, ctx, &m->s[S_OMPI], err) != 0 ||
+	    read_pmi(get, ctx, &m->s[S_PMI], err) != 0)
 		return -DPG_ERR_ENV;
+	return 0;
+}
 
-	/* Nested launchers: the innermost one describes this process. */
-	if (val(get, ctx, "TORCHELASTIC_RUN_ID") != NULL && has_world(&s[S_TORCH])) {
-		use[S_DPG] = use[S_SLURM] = use[S_OMPI] = use[S_PMI] = false;
-	} else {
-		mpi = has_world(&s[S_OMPI]) ? &s[S_OMPI] :
-		      has_world(&s[S_PMI]) ? &s[S_PMI] : NULL;
-		step = has_world(&s[S_DPG]) ? &s[S_DPG] :
-		       has_world(&s[S_SLURM]) ? &s[S_SLURM] : NULL;
+/* Phase 2: nested launchers: the innermost one describes this process. */
+static void pick_launcher(dpg_getenv_fn get, void *ctx, struct merged *m)
+{
+	const struct src *mpi, *step;
 
-		if (mpi != NULL && step != NULL && mpi->size.v != step->size.v)
-			use[S_DPG] = use[S_SLURM] = false;
+	for (int i = 0; i < S_COUNT; i++)
+		m->use[i] = true;
+	if (val(get, ctx, "TORCHELASTIC_RUN_ID") != NULL && has_world(&m->s[S_TORCH])) {
+		m->use[S_DPG] = m->use[S_SLURM] = m->use[S_OMPI] = m->use[S_PMI] = false;
+		return;
 	}
+	mpi = has_world(&m->s[S_OMPI]) ? &m->s[S_OMPI] :
+	      has_world(&m->s[S_PMI]) ? &m->s[S_PMI] : NULL;
+	step = has_world(&m->s[S_DPG]) ? &m->s[S_DPG] :
+	       has_world(&m->s[S_SLURM]) ? &m->s[S_SLURM] : NULL;
+	if (mpi != NULL && step != NULL && mpi->size.v != step->size.v)
+		m->use[S_DPG] = m->use[S_SLURM] = false;
+}
 
-	for (int i = 0; i < 5; i++) {
-		if (!use[i])
+/* Phase 3: each value from the first source that has it; later sources
+ * that have it too must agree. */
+static int merge_sources(struct merged *m, struct dpg_err *err)
+{
+	for (int i = 0; i < S_COUNT; i++) {
+		const struct src *s = &m->s[i];
+
+		if (!m->use[i])
 			continue;
-		if (has_world(&s[i]) && from == DPG_JOIN_SINGLE)
-			from = s[i].id;
-		if (take(&rank, &s[i].rank, err) != 0 ||
-		    take(&size, &s[i].size, err) != 0 ||
-		    take(&lrank, &s[i].lrank, err) != 0 ||
-		    take(&lsize, &s[i].lsize, err) != 0 ||
-		    take(&nrank, &s[i].nrank, err) != 0 ||
-		    take(&nnodes, &s[i].nnodes, err) != 0)
+		if (has_world(s) && m->from == DPG_JOIN_SINGLE)
+			m->from = s->id;
+		if (take(&m->rank, &s->rank, err) != 0 ||
+		    take(&m->size, &s->size, err) != 0 ||
+		    take(&m->lrank, &s->lrank, err) != 0 ||
+		    take(&m->lsize, &s->lsize, err) != 0 ||
+		    take(&m->nrank, &s->nrank, err) != 0 ||
+		    take(&m->nnodes, &s->nnodes, err) != 0)
 			return -DPG_ERR_ENV;
-		if (addr == NULL && s[i].addr != NULL) {
-			addr = s[i].addr;
-			addr_var = s[i].addr_var;
+		if (m->addr == NULL && s->addr != NULL) {
+			m->addr = s->addr;
+			m->addr_var = s->addr_var;
 		}
-		if (port.v < 0 && s[i].port.v >= 0)
-			port = s[i].port;
-		if (ids_from < 0 && s[i].ids)
-			ids_from = i;
+		if (m->port.v < 0 && s->port.v >= 0)
+			m->port = s->port;
+		if (m->ids_from < 0 && s->ids)
+			m->ids_from = i;
 	}
+	return 0;
+}
 
-	/* explicit options beat everything, without cross-checks */
-	if (o.size.v >= 0)
-		from = DPG_JOIN_OPTS;
-	override(&rank, &o.rank);
-	override(&size, &o.size);
-	override(&lrank, &o.lrank);
-	override(&lsize, &o.lsize);
-	override(&port, &o.port);
-	if (o.addr != NULL) {
-		addr = o.addr;
-		addr_var = o.addr_var;
+/* Phase 4: explicit options beat everything, without cross-checks; no
+ * distributed environment at all is a world of one. */
+static void apply_opts(struct merged *m)
+{
+	if (m->o.size.v >= 0)
+		m->from = DPG_JOIN_OPTS;
+	override(&m->rank, &m->o.rank);
+	override(&m->size, &m->o.size);
+	override(&m->lrank, &m->o.lrank);
+	override(&m->lsize, &m->o.lsize);
+	override(&m->port, &m->o.port);
+	if (m->o.addr != NULL) {
+		m->addr = m->o.addr;
+		m->addr_var = m->o.addr_var;
 	}
+	if (m->size.v < 0) {
+		m->rank = (struct fld){ 0, "rank" };
+		m->size = (struct fld){ 1, "world size" };
+		m->from = DPG_JOIN_SINGLE;
+	}
+}
 
-	if (size.v < 0) {
-		/* no distributed environment: a world of one */
-		rank = (struct fld){ 0, "rank" };
-		size = (struct fld){ 1, "world size" };
-		from = DPG_JOIN_SINGLE;
-	}
-	if (check_below(&rank, &size, "ranks count from 0", err) != 0 ||
-	    check_below(&lrank, &lsize, "local ranks count from 0", err) != 0 ||
-	    check_below(&nrank, &nnodes, "node ranks count from 0", err) != 0)
+/* Phase 5: the ranks and sizes are consistent with each other. */
+static int check_world(const struct merged *m, struct dpg_err *err)
+{
+	if (check_below(&m->rank, &m->size, "ranks count from 0", err) != 0 ||
+	    check_below(&m->lrank, &m->lsize, "local ranks count from 0", err) != 0 ||
+	    check_below(&m->nrank, &m->nnodes, "node ranks count from 0", err) != 0)
 		return -DPG_ERR_ENV;
-	if (lsize.v > size.v)
+	if (m->lsize.v > m->size.v)
 		return ENV_FAIL("inconsistent environment: %s=%ld is larger than "
-				"%s=%ld", lsize.var, lsize.v, size.var, size.v);
-	if (nnodes.v > size.v)
+				"%s=%ld", m->lsize.var, m->lsize.v, m->size.var, m->size.v);
+	if (m->nnodes.v > m->size.v)
 		return ENV_FAIL("inconsistent environment: %s=%ld nodes for "
-				"%s=%ld ranks", nnodes.var, nnodes.v, size.var, size.v);
-	if (lrank.v >= size.v)
+				"%s=%ld ranks", m->nnodes.var, m->nnodes.v, m->size.var,
+				m->size.v);
+	if (m->lrank.v >= m->size.v)
 		return ENV_FAIL("inconsistent environment: %s=%ld is not below "
-				"%s=%ld", lrank.var, lrank.v, size.var, size.v);
+				"%s=%ld", m->lrank.var, m->lrank.v, m->size.var, m->size.v);
+	return 0;
+}
 
-	out->rank = (int)rank.v;
-	out->world_size = (int)size.v;
-	out->src = from;
-	out->local_rank = (int)lrank.v;
-	out->local_world_size = (int)lsize.v;
-	out->node_rank = (int)nrank.v;
-	out->num_nodes = (int)nnodes.v;
+/* Phase 6: ranks and sizes into out. */
+static void fill_world(const struct merged *m, struct dpg_join *out)
+{
+	out->rank = (int)m->rank.v;
+	out->world_size = (int)m->size.v;
+	out->src = m->from;
+	out->local_rank = (int)m->lrank.v;
+	out->local_world_size = (int)m->lsize.v;
+	out->node_rank = (int)m->nrank.v;
+	out->num_nodes = (int)m->nnodes.v;
 	if (out->world_size == 1) {
 		out->local_rank = out->node_rank = 0;
 		out->local_world_size = out->num_nodes = 1;
 	}
+}
 
+/* Phase 7: MASTER_ADDR/PORT (required for a world of more than one) and the
+ * store key namespace. */
+static int fill_rendezvous(const struct merged *m, struct dpg_join *out,
+			   struct dpg_err *err)
+{
 	if (out->world_size > 1) {
-		if (addr == NULL)
+		if (m->addr == NULL)
 			return ENV_FAIL("%s=%d but MASTER_ADDR is not set: export "
 					"MASTER_ADDR (the host of rank 0) and MASTER_PORT, "
-					"or launch with srun", size.var, out->world_size);
-		if (port.v < 0)
+					"or launch with srun", m->size.var, out->world_size);
+		if (m->port.v < 0)
 			return ENV_FAIL("%s=%d and %s=%s but MASTER_PORT is not "
 					"set: export MASTER_PORT (a free TCP port on "
-					"the host of rank 0)", size.var, out->world_size,
-					addr_var, addr);
-		snprintf(out->master_addr, sizeof(out->master_addr), "%s", addr);
-		out->master_port = (uint16_t)port.v;
-	} else if (addr != NULL) {
-		snprintf(out->master_addr, sizeof(out->master_addr), "%s", addr);
-		out->master_port = port.v > 0 ? (uint16_t)port.v : 0;
+					"the host of rank 0)", m->size.var, out->world_size,
+					m->addr_var, m->addr);
+		snprintf(out->master_addr, sizeof(out->master_addr), "%s", m->addr);
+		out->master_port = (uint16_t)m->port.v;
+	} else if (m->addr != NULL) {
+		snprintf(out->master_addr, sizeof(out->master_addr), "%s", m->addr);
+		out->master_port = m->port.v > 0 ? (uint16_t)m->port.v : 0;
 	}
-
 	/* every rank must agree on the namespace: only a step's own ids */
-	if (ids_from >= 0 && (from == DPG_JOIN_DPG || from == DPG_JOIN_SLURM)) {
+	if (m->ids_from >= 0 && (m->from == DPG_JOIN_DPG || m->from == DPG_JOIN_SLURM)) {
 		out->have_ids = true;
-		out->job_id = s[ids_from].job_id;
-		out->step_id = s[ids_from].step_id;
+		out->job_id = m->s[m->ids_from].job_id;
+		out->step_id = m->s[m->ids_from].step_id;
 		snprintf(out->ns, sizeof(out->ns), "%u.%u", out->job_id,
 			 out->step_id);
 	} else {
 		snprintf(out->ns, sizeof(out->ns), "x");
 	}
+	return 0;
+}
+
+/* Phase 8: timeout, backend, device and GPU hints, node name. */
+static int fill_settings(const dpg_init_opts_t *opts, dpg_getenv_fn get,
+			 void *ctx, struct dpg_join *out, struct dpg_err *err)
+{
+	const char *node;
 
 	if (parse_timeout(get, ctx, &out->timeout_s, err) != 0 ||
 	    parse_backend(get, ctx, &out->backend, err) != 0 ||
@@ -638,14 +677,20 @@ int dpg_join_resolve(const dpg_init_opts_t *opts, dpg_getenv_fn get, void *ctx,
 	if (opts != NULL && opts->backend != DPG_BACKEND_AUTO)
 		out->backend = opts->backend;
 	out->device = (opts != NULL && opts->device >= 0) ? opts->device : -1;
-	{
-		const char *node = val(get, ctx, "SLURMD_NODENAME");
+	node = val(get, ctx, "SLURMD_NODENAME");
+	if (node != NULL && strlen(node) < sizeof(out->node))
+		snprintf(out->node, sizeof(out->node), "%s", node);
+	return 0;
+}
 
-		if (node != NULL && strlen(node) < sizeof(out->node))
-			snprintf(out->node, sizeof(out->node), "%s", node);
-	}
+/* Phase 9 (last, so that environment errors are reported first): the job
+ * secret, required for a world of more than one. */
+static int fill_secret(const dpg_init_opts_t *opts, dpg_getenv_fn get,
+		       void *ctx, const struct merged *m, struct dpg_join *out,
+		       struct dpg_err *err)
+{
+	const char *sec;
 
-	/* the secret comes last: environment errors are reported first */
 	if (opts != NULL && opts->secret != NULL && *opts->secret != '\0') {
 		if (parse_secret(opts->secret, "opts.secret", out->secret,
 				 sizeof(out->secret), err) != 0)
@@ -656,12 +701,41 @@ int dpg_join_resolve(const dpg_init_opts_t *opts, dpg_getenv_fn get, void *ctx,
 			return -DPG_ERR_AUTH;
 	}
 	if (out->world_size > 1 && out->secret[0] == '\0')
-		return dpg_errf(err, "%s=%d (from %s) but no job secret: launch with "
-				"the dpg plugin (srun --dpg-gpus-per-task=N) or export "
-				"the same DPG_SECRET in every rank, e.g. export "
-				"DPG_SECRET=$(head -c32 /dev/urandom | od -An -tx1 | "
-				"tr -d ' \\n')", size.var, out->world_size,
-				dpg_join_src_name(from)),
-		       -DPG_ERR_AUTH;
+		return dpg_errs(err, DPG_ERR_AUTH, "%s=%d (from %s) but no job "
+				"secret: launch with the dpg plugin (srun "
+				"--dpg-gpus-per-task=N) or export the same DPG_SECRET "
+				"in every rank, e.g. export DPG_SECRET=$(head -c32 "
+				"/dev/urandom | od -An -tx1 | tr -d ' \\n')",
+				m->size.var, out->world_size, dpg_join_src_name(m->from));
 	return 0;
+}
+
+int dpg_join_resolve(const dpg_init_opts_t *opts, dpg_getenv_fn get, void *ctx,
+		     struct dpg_join *out, struct dpg_err *err)
+{
+	struct merged merged = { .from = DPG_JOIN_SINGLE, .ids_from = -1 }, *m = &merged;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (get == NULL)
+		get = dpg_join_process_getenv;
+	m->rank = m->size = m->lrank = m->lsize = UNSET;
+	m->nrank = m->nnodes = m->port = UNSET;
+	if ((rc = read_sources(opts, get, ctx, m, err)) == 0) {
+		pick_launcher(get, ctx, m);
+		rc = merge_sources(m, err);
+	}
+	if (rc == 0) {
+		apply_opts(m);
+		rc = check_world(m, err);
+	}
+	if (rc == 0) {
+		fill_world(m, out);
+		rc = fill_rendezvous(m, out, err);
+	}
+	if (rc == 0)
+		rc = fill_settings(opts, get, ctx, out, err);
+	if (rc == 0)
+		rc = fill_secret(opts, get, ctx, m, out, err);
+	return rc;
 }

@@ -1,9 +1,9 @@
-/* joinenv.h - how a process joins a job: rank, sizes, rendezvous address,
+/* join.h - how a process joins a job: rank, sizes, rendezvous address,
  * job secret and runtime settings, resolved from explicit options and the
  * environment (DPG_*, torchrun's names, SLURM_*, Open MPI, PMI).
  * Pure: reads variables only through a lookup function, touches nothing. */
-#ifndef DPG_LIB_JOINENV_H
-#define DPG_LIB_JOINENV_H
+#ifndef DPG_LIB_JOIN_H
+#define DPG_LIB_JOIN_H
 
 #include <stdbool.h>
 #include <stdint.h>
