@@ -8,7 +8,7 @@ libdpglaunch_la_SOURCES = \
 	lib/launch/contract.c lib/launch/contract.h \
 	lib/launch/cpuset.c lib/launch/cpuset.h \
 	lib/launch/topo.c lib/launch/topo.h \
-	lib/launch/plan.c lib/launch/plan.h \
+	lib/launch/plan.c lib/launch/plan.h lib/launch/plan_fmt.c \
 	lib/launch/gpuvis.c lib/launch/gpuvis.h \
 	lib/launch/bindenv.c lib/launch/bindenv.h
 libdpglaunch_la_CPPFLAGS = $(LAUNCH_CPPFLAGS) $(HWLOC_CFLAGS)
