@@ -1,4 +1,6 @@
-# tests/unit/local.mk - the cmocka unit tests, one program per module.
+# tests/unit/local.mk - the cmocka unit tests, one program per module, the
+# golden plans (tests/plan) and the layering check.
+EXTRA_DIST += tests/unit/check_layering.sh
 UNIT_TESTS = \
 	tests/unit/test_hostlist \
 	tests/unit/test_taskdist \
@@ -22,6 +24,11 @@ UNIT_TESTS = \
 if HAVE_CMOCKA
 check_PROGRAMS = $(UNIT_TESTS)
 TESTS = $(UNIT_TESTS)
+# golden binding plans (tests/plan/run.sh --update regenerates them) and the
+# architecture's build checks; both read the source tree through DPG_SRCDIR
+TESTS += tests/plan/run.sh tests/unit/check_layering.sh
+AM_TESTS_ENVIRONMENT = DPG_PLAN=$(abs_builddir)/dpg-plan \
+	DPG_SRCDIR=$(abs_top_srcdir) DPG_BUILDDIR=$(abs_builddir); export DPG_PLAN DPG_SRCDIR DPG_BUILDDIR;
 UNIT_LDADD = libdpglaunch.la libdpgcommon.la $(CMOCKA_LIBS)
 UNIT_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_unit_test_hostlist_SOURCES = tests/unit/test_hostlist.c
