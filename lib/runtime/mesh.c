@@ -1,7 +1,7 @@
 /* mesh.c - a device mesh of 1..3 dimensions over the world, one
  * communicator per dimension, built with dpg_comm_split.  Dimensions are
  * given outermost first; the innermost one runs over consecutive ranks. */
-#include "runtime.h"
+#include "commreg.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -100,7 +100,7 @@ dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
 			return st;
 		}
 	}
-	if (dpg_ctx_track_mesh(ctx, m, 1) != DPG_OK) {
+	if (dpg_comm_track_mesh(ctx, m, 1) != 0) {
 		for (int d = 0; d < ndims; d++)
 			dpg_comm_destroy_owned(m->comms[d]);
 		free(m);
@@ -129,7 +129,7 @@ dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh)
 {
 	if (mesh == NULL)
 		return DPG_OK;
-	dpg_ctx_track_mesh(mesh->ctx, mesh, 0);
+	dpg_comm_track_mesh(mesh->ctx, mesh, 0);
 	for (int d = mesh->ndims - 1; d >= 0; d--)
 		dpg_comm_destroy_owned(mesh->comms[d]);
 	free(mesh);
