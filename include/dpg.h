@@ -121,6 +121,10 @@ int dpg_comm_size(const dpg_comm_t *comm);
 
 /* Collectives.  stream is a cudaStream_t for NCCL (NULL = default stream)
  * and ignored by the CPU backend; send == recv is allowed (in place). */
+dpg_status_t dpg_all_reduce(dpg_comm_t *comm, const void *send, void *recv,
+			    size_t count, dpg_dtype_t dtype, dpg_op_t op,
+			    void *stream);
+/* The same as dpg_all_reduce: its earlier name, kept for compatibility. */
 dpg_status_t dpg_allreduce(dpg_comm_t *comm, const void *send, void *recv,
 			   size_t count, dpg_dtype_t dtype, dpg_op_t op,
 			   void *stream);

@@ -2,13 +2,16 @@
 # rendezvous store, TCP, the CPU backend (cpu/) and the NCCL backend (nccl/).
 noinst_LTLIBRARIES += libdpgrt.la
 libdpgrt_la_SOURCES = \
-	lib/runtime/version.c lib/runtime/comm.h \
+	lib/runtime/version.c lib/runtime/backend.h lib/runtime/comm.h \
 	lib/runtime/net.c lib/runtime/net.h \
 	lib/runtime/sha256.c lib/runtime/sha256.h \
 	lib/runtime/store.c lib/runtime/store.h \
 	lib/runtime/join.c lib/runtime/join.h \
-	lib/runtime/runtime.c lib/runtime/runtime.h \
-	lib/runtime/mesh.c \
+	lib/runtime/xchg.c lib/runtime/xchg.h \
+	lib/runtime/ctx.c lib/runtime/ctx.h lib/runtime/runtime.h \
+	lib/runtime/coll.c lib/runtime/coll.h \
+	lib/runtime/comm.c lib/runtime/commreg.h lib/runtime/mesh.c \
+	lib/runtime/init.c \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h \
 	lib/runtime/cpu/cpu_backend.c lib/runtime/cpu/cpu_backend.h

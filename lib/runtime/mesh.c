@@ -1,7 +1,7 @@
 /* mesh.c - a device mesh of 1..3 dimensions over the world, one
  * communicator per dimension, built with dpg_comm_split.  Dimensions are
  * given outermost first; the innermost one runs over consecutive ranks. */
-#include "runtime.h"
+#include "commreg.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -17,78 +17,49 @@ struct dpg_mesh {
 	dpg_comm_t *comms[MESH_MAX_DIMS];
 };
 
-dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
-			     dpg_mesh_t **out)
+/* The shape against the world: 0, or -DPG_ERR_INVALID with the reason. */
+static int mesh_check(int ndims, const int *sizes, int ws, struct dpg_err *e)
 {
-	dpg_comm_t *world;
-	struct dpg_mesh *m;
 	int64_t prod = 1;
-	int stride[MESH_MAX_DIMS], rank, ws;
-	dpg_status_t st;
+	char shape[64];
+	size_t o = 0;
 
-	if (out != NULL)
-		*out = NULL;
-	if (ctx == NULL)
-		return DPG_ERR_INVALID;
-	world = dpg_world(ctx);
-	if (world == NULL) {
-		dpg_ctx_seterr(ctx, "%s mesh_create: the context has no world "
-			       "communicator (dpg_init failed?)", dpg_ctx_who(ctx));
-		return DPG_ERR_INVALID;
-	}
-	rank = dpg_comm_rank(world);
-	ws = dpg_comm_size(world);
-	if (out == NULL || sizes == NULL || ndims < 1 || ndims > MESH_MAX_DIMS) {
-		dpg_ctx_seterr(ctx, "%s mesh_create: invalid argument: need 1..%d "
-			       "dimensions, their sizes and an output pointer (got "
-			       "ndims=%d)", dpg_ctx_who(ctx), MESH_MAX_DIMS, ndims);
-		return DPG_ERR_INVALID;
-	}
 	for (int d = 0; d < ndims; d++) {
-		if (sizes[d] < 1) {
-			dpg_ctx_seterr(ctx, "%s mesh_create: invalid argument: "
-				       "dimension %d has size %d", dpg_ctx_who(ctx), d,
-				       sizes[d]);
-			return DPG_ERR_INVALID;
-		}
+		if (sizes[d] < 1)
+			return dpg_errf(e, "invalid argument: dimension %d has size %d",
+					d, sizes[d]);
 		prod *= sizes[d];
 		if (prod > ws)
 			break;
 	}
-	if (prod != ws) {
-		char shape[64];
-		size_t o = 0;
+	if (prod == ws)
+		return 0;
+	shape[0] = '\0';
+	for (int d = 0; d < ndims && o + 12 < sizeof(shape); d++) {
+		int k = snprintf(shape + o, sizeof(shape) - o, "%s%d", d ? "x" : "",
+				 sizes[d]);
 
-		for (int d = 0; d < ndims && o + 12 < sizeof(shape); d++) {
-			int k = snprintf(shape + o, sizeof(shape) - o, "%s%d",
-					 d ? "x" : "", sizes[d]);
+		if (k > 0)
+			o += (size_t)k;
+	}
+	return dpg_errf(e, "invalid argument: mesh %s has %s%lld ranks, not the "
+			"world size %d", shape, prod > ws ? "more than " : "",
+			(long long)(prod > ws ? ws : prod), ws);
+}
 
-			if (k > 0)
-				o += (size_t)k;
-		}
-		dpg_ctx_seterr(ctx, "%s mesh_create: invalid argument: mesh %s has "
-			       "%s%lld ranks, not the world size %d", dpg_ctx_who(ctx),
-			       shape, prod > ws ? "more than " : "",
-			       (long long)(prod > ws ? ws : prod), ws);
-		return DPG_ERR_INVALID;
-	}
-	m = calloc(1, sizeof(*m));
-	if (m == NULL) {
-		dpg_ctx_seterr(ctx, "%s mesh_create: out of memory", dpg_ctx_who(ctx));
-		return DPG_ERR_NOMEM;
-	}
-	m->ctx = ctx;
-	m->ndims = ndims;
-	stride[ndims - 1] = 1;
-	for (int d = ndims - 2; d >= 0; d--)
-		stride[d] = stride[d + 1] * sizes[d + 1];
-	for (int d = 0; d < ndims; d++) {
-		m->sizes[d] = sizes[d];
-		m->coord[d] = (rank / stride[d]) % sizes[d];
-	}
-	/* the group along d: ranks that differ only in coordinate d; its
-	 * lowest rank names it, the coordinate orders it */
-	for (int d = 0; d < ndims; d++) {
+/* The group along d: ranks that differ only in coordinate d; its lowest
+ * rank names it, the coordinate orders it. */
+static dpg_status_t mesh_split(struct dpg_mesh *m, dpg_comm_t *world)
+{
+	int stride[MESH_MAX_DIMS], rank = dpg_comm_rank(world), nd = m->ndims;
+	dpg_status_t st;
+
+	stride[nd - 1] = 1;
+	for (int d = nd - 2; d >= 0; d--)
+		stride[d] = stride[d + 1] * m->sizes[d + 1];
+	for (int d = 0; d < nd; d++)
+		m->coord[d] = (rank / stride[d]) % m->sizes[d];
+	for (int d = 0; d < nd; d++) {
 		int color = rank - m->coord[d] * stride[d];
 
 		st = dpg_comm_split_owned(world, color, m->coord[d], DPG_OWNER_MESH,
@@ -96,16 +67,53 @@ dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
 		if (st != DPG_OK) {
 			for (int k = 0; k < d; k++)
 				dpg_comm_destroy_owned(m->comms[k]);
-			free(m);
 			return st;
 		}
 	}
-	if (dpg_ctx_track_mesh(ctx, m, 1) != DPG_OK) {
+	return DPG_OK;
+}
+
+dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
+			     dpg_mesh_t **out)
+{
+	struct dpg_err e = { { 0 } };
+	dpg_comm_t *world;
+	struct dpg_mesh *m;
+	dpg_status_t st;
+
+	if (out != NULL)
+		*out = NULL;
+	if (ctx == NULL)
+		return DPG_ERR_INVALID;
+	world = dpg_world(ctx);
+	if (world == NULL)
+		return dpg_ctx_fail(ctx, dpg_errf(&e, "the context has no world "
+						  "communicator (dpg_init failed?)"),
+				    "mesh_create", &e);
+	if (out == NULL || sizes == NULL || ndims < 1 || ndims > MESH_MAX_DIMS)
+		return dpg_ctx_fail(ctx, dpg_errf(&e, "invalid argument: need 1..%d "
+						  "dimensions, their sizes and an "
+						  "output pointer (got ndims=%d)",
+						  MESH_MAX_DIMS, ndims),
+				    "mesh_create", &e);
+	if (mesh_check(ndims, sizes, dpg_comm_size(world), &e) != 0)
+		return dpg_ctx_fail(ctx, -DPG_ERR_INVALID, "mesh_create", &e);
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return dpg_ctx_fail(ctx, -DPG_ERR_NOMEM, "mesh_create", NULL);
+	m->ctx = ctx;
+	m->ndims = ndims;
+	for (int d = 0; d < ndims; d++)
+		m->sizes[d] = sizes[d];
+	st = mesh_split(m, world);
+	if (st == DPG_OK && dpg_comm_track_mesh(ctx, m, 1) != 0) {
 		for (int d = 0; d < ndims; d++)
 			dpg_comm_destroy_owned(m->comms[d]);
+		st = dpg_ctx_fail(ctx, -DPG_ERR_NOMEM, "mesh_create", NULL);
+	}
+	if (st != DPG_OK) {
 		free(m);
-		dpg_ctx_seterr(ctx, "%s mesh_create: out of memory", dpg_ctx_who(ctx));
-		return DPG_ERR_NOMEM;
+		return st;
 	}
 	*out = m;
 	return DPG_OK;
@@ -129,7 +137,7 @@ dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh)
 {
 	if (mesh == NULL)
 		return DPG_OK;
-	dpg_ctx_track_mesh(mesh->ctx, mesh, 0);
+	dpg_comm_track_mesh(mesh->ctx, mesh, 0);
 	for (int d = mesh->ndims - 1; d >= 0; d--)
 		dpg_comm_destroy_owned(mesh->comms[d]);
 	free(mesh);

@@ -6,7 +6,6 @@
 #include "nccl_backend.h"
 
 #include "net.h"	/* dpg_now_ms */
-#include "runtime.h"	/* dpg_ctx_key_ns */
 #include "store.h"
 
 #include <stdbool.h>
@@ -420,13 +419,8 @@ static const struct dpg_comm_ops nccl_ops = {
 
 /* ------------------------------------------------------------ init */
 
-static int store_rc(int rc)
-{
-	return -(int)dpg_rt_store_status(rc);
-}
-
 /* Rank 0 makes the id and publishes it; the others fetch it. */
-static int exchange_id(struct dpg_comm *c, struct dpg_store *store,
+static int exchange_id(struct dpg_comm *c, const struct dpg_backend_args *a,
 		       ncclUniqueId *id, int64_t deadline, struct dpg_err *err)
 {
 	char key[DPG_STORE_KEY_MAX + 1];
@@ -442,21 +436,20 @@ static int exchange_id(struct dpg_comm *c, struct dpg_store *store,
 			       -DPG_ERR_BACKEND;
 		return 0;
 	}
-	if (store == NULL)
+	if (a->store == NULL)
 		return dpg_errf(err, "NCCL init of %s: no rendezvous store", c->name),
 		       -DPG_ERR_INVALID;
-	snprintf(key, sizeof(key), "%s/nccl/%s/id", dpg_ctx_key_ns(c->ctx), c->name);
+	snprintf(key, sizeof(key), "%s/nccl/%s/id", a->key_ns, c->name);
 	if (c->rank == 0) {
 		r = ncclGetUniqueId(id);
 		if (r != ncclSuccess)
 			return dpg_errf(err, "ncclGetUniqueId: %s", ncclGetErrorString(r)),
 			       -DPG_ERR_BACKEND;
-		rc = dpg_store_set(store, key, id, sizeof(*id), deadline, err);
-		return rc == 0 ? 0 : store_rc(rc);
+		return dpg_store_set(a->store, key, id, sizeof(*id), deadline, err);
 	}
-	rc = dpg_store_get(store, key, &v, &len, deadline, err);
+	rc = dpg_store_get(a->store, key, &v, &len, deadline, err);
 	if (rc != 0)
-		return store_rc(rc);
+		return rc;
 	if (len != sizeof(*id)) {
 		free(v);
 		return dpg_errf(err, "NCCL id of %s has %zu bytes, not %zu (a "
@@ -469,11 +462,11 @@ static int exchange_id(struct dpg_comm *c, struct dpg_store *store,
 	return 0;
 }
 
-int dpg_nccl_comm_init(struct dpg_comm *c, struct dpg_store *store, int device,
-		       double timeout_s, const volatile int *abort,
+int dpg_nccl_comm_init(struct dpg_comm *c, const struct dpg_backend_args *a,
 		       struct dpg_err *err)
 {
-	int64_t deadline = deadline_of(timeout_s);
+	int64_t deadline = deadline_of(a->timeout_s);
+	int device = a->device;
 	struct nccl_impl *m;
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	ncclUniqueId id;
@@ -485,8 +478,8 @@ int dpg_nccl_comm_init(struct dpg_comm *c, struct dpg_store *store, int device,
 	if (m == NULL)
 		return dpg_errf(err, "out of memory"), -DPG_ERR_NOMEM;
 	m->device = device;
-	m->timeout_s = timeout_s;
-	m->ctx_abort = abort;
+	m->timeout_s = a->timeout_s;
+	m->ctx_abort = a->abort;
 	memset(&id, 0, sizeof(id));
 	if (cudaGetDevice(&prev) != cudaSuccess)
 		prev = -1;
@@ -495,7 +488,7 @@ int dpg_nccl_comm_init(struct dpg_comm *c, struct dpg_store *store, int device,
 		free(m);
 		return -DPG_ERR_BACKEND;
 	}
-	rc = exchange_id(c, store, &id, deadline, err);
+	rc = exchange_id(c, a, &id, deadline, err);
 	if (rc != 0)
 		goto fail;
 	if ((ce = cudaMalloc((void **)&m->scratch, sizeof(int))) != cudaSuccess ||

@@ -1,26 +1,24 @@
 /* nccl_backend.h - the NCCL backend of dpg_comm: a thin mapping onto a
  * nonblocking NCCL communicator whose every wait is bounded by a deadline
- * and an abort flag.  Built only when configure finds NCCL (runtime.c calls
- * it under DPG_HAVE_NCCL); this header needs no CUDA header. */
+ * and an abort flag.  Built only when configure finds NCCL (comm.c and
+ * init.c call it under DPG_HAVE_NCCL); this header needs no CUDA header. */
 #ifndef DPG_LIB_NCCL_BACKEND_H
 #define DPG_LIB_NCCL_BACKEND_H
 
+#include "backend.h"
 #include "comm.h"
 #include "err.h"
 
-struct dpg_store;
-
-/* Create c's NCCL communicator (collective over c's ranks).  The caller set
- * c->rank, c->size, c->name, c->world_ranks and c->ctx.  Rank 0 of c makes
- * the ncclUniqueId and publishes it in the store under c's name; the others
- * wait for it (store may be NULL when c->size == 1).  Init runs in
- * nonblocking mode and is polled until done, the deadline (now + timeout_s)
- * or *abort; failures abort the NCCL communicator.  Collectives enqueue on
+/* Create c's NCCL communicator (collective over c's ranks) on a->device.
+ * The caller set c->rank, c->size, c->name and c->world_ranks.  Rank 0 of
+ * c makes the ncclUniqueId and publishes it in a->store under
+ * "<a->key_ns>/nccl/<c->name>/id"; the others wait for it (a->store may be
+ * NULL when c->size == 1).  Init runs in nonblocking mode and is polled
+ * until done, the deadline (now + a->timeout_s) or *a->abort; failures abort the NCCL communicator.  Collectives enqueue on
  * the caller's stream and wait for it with the same bounds.  Returns 0 or
  * -DPG_ERR_BACKEND / -DPG_ERR_TIMEOUT / -DPG_ERR_ABORTED / -DPG_ERR_PEER
  * (store) with the message in err. */
-int dpg_nccl_comm_init(struct dpg_comm *c, struct dpg_store *store, int device,
-		       double timeout_s, const volatile int *abort,
+int dpg_nccl_comm_init(struct dpg_comm *c, const struct dpg_backend_args *a,
 		       struct dpg_err *err);
 
 /* Number of CUDA devices this process can use (0 on any error). */

@@ -1,0 +1,57 @@
+/* backend.h - what a communicator backend is: its operations table, and the
+ * one set of arguments every backend's init receives from comm.c. */
+#ifndef DPG_LIB_BACKEND_H
+#define DPG_LIB_BACKEND_H
+
+#include <stddef.h>
+
+#include "dpg.h"
+#include "err.h"
+
+struct dpg_comm;
+struct dpg_store;
+
+/* Backend return codes besides 0: a dpg_status_t, negated (e.g.
+ * -DPG_ERR_PEER), with the message in err naming the peer. */
+struct dpg_comm_ops {
+	const char *name;	/* "self", "cpu", "nccl" */
+	int (*allreduce)(struct dpg_comm *c, const void *send, void *recv,
+			 size_t count, dpg_dtype_t dt, dpg_op_t op, void *stream,
+			 struct dpg_err *err);
+	int (*reduce_scatter)(struct dpg_comm *c, const void *send, void *recv,
+			      size_t recvcount, dpg_dtype_t dt, dpg_op_t op,
+			      void *stream, struct dpg_err *err);
+	int (*all_gather)(struct dpg_comm *c, const void *send, void *recv,
+			  size_t sendcount, dpg_dtype_t dt, void *stream,
+			  struct dpg_err *err);
+	int (*broadcast)(struct dpg_comm *c, void *buf, size_t count,
+			 dpg_dtype_t dt, int root, void *stream, struct dpg_err *err);
+	int (*barrier)(struct dpg_comm *c, struct dpg_err *err);
+	/* Make every blocked or later call fail with DPG_ERR_ABORTED. */
+	void (*abort)(struct dpg_comm *c);
+	void (*destroy)(struct dpg_comm *c);
+};
+
+/* Everything a backend's init may need, so that no backend calls back into
+ * the context: comm.c fills it once from the context for every communicator
+ * it starts.  The backend's init also gets the communicator with c->rank,
+ * c->size, c->name and c->world_ranks set. */
+struct dpg_backend_args {
+	struct dpg_store *store;	/* rendezvous (may be NULL for one rank) */
+	const char *key_ns;		/* store key namespace of the job step,
+					 * "dpg/<job>.<step>" (no slash at the end) */
+	int world_rank;			/* this process in the world */
+	const char *host;		/* address peers connect to (and named in
+					 * error messages: "peer rank R (HOST)") */
+	const char *node;		/* ranks with equal node strings are on one
+					 * machine (shared memory) */
+	double timeout_s;		/* per call and for init */
+	const volatile int *abort;	/* raised: calls end with DPG_ERR_ABORTED */
+	int device;			/* CUDA device (NCCL), -1: none */
+	/* CPU backend tuning, 0 = default (see cpu_backend.h). */
+	unsigned flags;
+	size_t shm_slot_bytes;
+	size_t tcp_chunk_bytes;
+};
+
+#endif

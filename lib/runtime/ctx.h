@@ -1,0 +1,62 @@
+/* ctx.h - the context of a process in a job (struct dpg_ctx), shared by the
+ * runtime's own files (init, comm, coll); others use runtime.h. */
+#ifndef DPG_LIB_CTX_H
+#define DPG_LIB_CTX_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "join.h"
+#include "runtime.h"
+
+#define DPG_CTX_ERR_MAX (DPG_ERR_MSG_MAX + 256)
+#define DPG_ADDR_STR_MAX 64
+
+struct rt_comm;
+
+struct dpg_rank_info {
+	char node[DPG_HOST_MAX];
+	char addr[DPG_ADDR_STR_MAX];
+	int cap;		/* NCCL capability, see init.c's nccl_cap() */
+};
+
+struct dpg_ctx {
+	struct dpg_join j;
+	char node[DPG_HOST_MAX];
+	char who[DPG_HOST_MAX + 32];
+	char ns[64];			/* "dpg/<job>.<step>" */
+	char addr[DPG_ADDR_STR_MAX];	/* where peers reach this rank */
+	int64_t timeout_ms;
+	dpg_backend_t backend;
+	int device;
+	struct dpg_store_server *srv;
+	struct dpg_store *store;
+	volatile int abort_flag;
+	bool failed;			/* a collective failed: no goodbye barrier */
+	bool ready;			/* dpg_init succeeded */
+	pthread_mutex_t lock;		/* the comm list (dpg_abort walks it) */
+	struct rt_comm *comms;		/* newest first */
+	struct rt_comm *world;
+	struct dpg_rank_info *ranks;	/* world_size entries (NULL: one rank) */
+	dpg_mesh_t **meshes;		/* alive meshes, for dpg_finalize */
+	size_t nmesh, mesh_cap;
+	char err[DPG_CTX_ERR_MAX];
+};
+
+/* dpg_abort was called. */
+bool dpg_ctx_aborted(const struct dpg_ctx *ctx);
+
+/* The one mapping at the public edge: an internal return code (0 or a
+ * negated dpg_status_t) as a dpg_status_t.  A failure records the last
+ * error "<who> <what>: <e's message>" ("<e's message>" when what is NULL;
+ * the status's text when e has none). */
+dpg_status_t dpg_ctx_fail(struct dpg_ctx *ctx, int rc, const char *what,
+			  const struct dpg_err *e);
+
+/* An internal return code as a dpg_status_t (unknown codes: SYSTEM). */
+dpg_status_t dpg_status_of(int rc);
+
+#endif

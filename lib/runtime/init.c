@@ -1,0 +1,586 @@
+/* init.c - joining and leaving the job: dpg_init (join.c, the rendezvous
+ * store, the greeting of every rank, the backend choice, the world),
+ * dpg_finalize and dpg_abort. */
+#include "commreg.h"
+#include "ctx.h"
+#include "net.h"	/* dpg_now_ms */
+#include "netif.h"	/* dpg_route_addr */
+#include "store.h"
+#include "xchg.h"
+#ifdef DPG_HAVE_NCCL
+#include "nccl_backend.h"
+#endif
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KEY_MAX DPG_STORE_KEY_MAX
+/* How long rank 0 keeps the store up for ranks leaving dpg_finalize. */
+#define FINALIZE_LINGER_MS 10000
+
+/* strlcpy: copy what fits, always terminate. */
+static void copy_str(char *dst, size_t len, const char *src)
+{
+	size_t n = strnlen(src, len - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* ------------------------------------------------------------ addresses */
+
+/* The local IPv4 address that routes to host (numeric), via a connected UDP
+ * socket (no packet is sent). */
+static bool is_loopback(const char *addr)
+{
+	return strncmp(addr, "127.", 4) == 0;
+}
+
+/* Rank 0 must run on the host MASTER_ADDR names: try to bind there. */
+static int check_master_local(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL, *a;
+	char first[INET_ADDRSTRLEN] = "?";
+	int g = getaddrinfo(ctx->j.master_addr, NULL, &hints, &res);
+
+	if (g != 0)
+		return dpg_errs(e, DPG_ERR_ENV, "cannot resolve MASTER_ADDR=%s: %s",
+				ctx->j.master_addr, gai_strerror(g));
+	for (a = res; a != NULL; a = a->ai_next) {
+		struct sockaddr_in sa = *(struct sockaddr_in *)a->ai_addr;
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int ok;
+
+		if (a == res)
+			inet_ntop(AF_INET, &sa.sin_addr, first, sizeof(first));
+		sa.sin_port = 0;
+		ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		if (fd >= 0)
+			close(fd);
+		if (ok) {
+			freeaddrinfo(res);
+			return 0;
+		}
+	}
+	freeaddrinfo(res);
+	return dpg_errs(e, DPG_ERR_ENV, "MASTER_ADDR=%s (%s) is not an address of "
+			"this host (%s), but this process is rank 0: MASTER_ADDR "
+			"must name the host that runs rank 0", ctx->j.master_addr,
+			first, ctx->node);
+}
+
+/* ------------------------------------------------------------ backend choice */
+
+/* 0: NCCL not built, 1: built but no GPU, 2: usable. */
+static int nccl_cap(const struct dpg_ctx *ctx)
+{
+#ifdef DPG_HAVE_NCCL
+	if (ctx->j.backend == DPG_BACKEND_CPU || ctx->j.gpu_hint == 0)
+		return 1;
+	return dpg_nccl_device_count() > 0 ? 2 : 1;
+#else
+	(void)ctx;
+	return 0;
+#endif
+}
+
+static const char *cap_why(int cap)
+{
+	return cap == 0 ? "libdpg was built without NCCL" :
+	       cap == 1 ? "it has no usable GPU" : "ok";
+}
+
+static int choose_backend(struct dpg_ctx *ctx, int ncap_min, int min_rank,
+			  struct dpg_err *e)
+{
+	switch (ctx->j.backend) {
+	case DPG_BACKEND_CPU:
+		ctx->backend = DPG_BACKEND_CPU;
+		return 0;
+	case DPG_BACKEND_NCCL:
+		if (ncap_min < 2)
+			return dpg_errs(e, DPG_ERR_UNSUPPORTED, "the NCCL backend was "
+					"asked for (DPG_BACKEND or opts.backend) but "
+					"rank %d (%s) cannot use it: %s", min_rank,
+					dpg_ctx_rank_host(ctx, min_rank),
+					cap_why(ncap_min));
+		ctx->backend = DPG_BACKEND_NCCL;
+		return 0;
+	case DPG_BACKEND_AUTO:
+		ctx->backend = ncap_min >= 2 ? DPG_BACKEND_NCCL : DPG_BACKEND_CPU;
+		return 0;
+	}
+	return dpg_errf(e, "unknown backend %d", (int)ctx->j.backend);
+}
+
+static int pick_device(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	ctx->device = ctx->j.device;
+	if (ctx->backend != DPG_BACKEND_NCCL || ctx->device >= 0)
+		return 0;
+#ifdef DPG_HAVE_NCCL
+	if (dpg_nccl_pick_device(ctx->j.gpu_busid[0] ? ctx->j.gpu_busid : NULL,
+				 ctx->j.local_rank < 0 ? 0 : ctx->j.local_rank,
+				 &ctx->device, e) != 0)
+		return -DPG_ERR_BACKEND;
+	return 0;
+#else
+	(void)e;
+	return -DPG_ERR_UNSUPPORTED;
+#endif
+}
+
+/* The backend, its device and the world communicator. */
+static int start_world(struct dpg_ctx *ctx, int cap_min, int cap_rank,
+		       struct dpg_err *e)
+{
+	int rc = choose_backend(ctx, cap_min, cap_rank, e);
+
+	if (rc == 0)
+		rc = pick_device(ctx, e);
+	if (rc == 0)
+		rc = dpg_comm_make_world(ctx, e);
+	return rc;
+}
+
+/* ------------------------------------------------------------ the store */
+
+static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	uint8_t secret[DPG_STORE_SECRET_MAX];
+	size_t slen = 0;
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms;
+	int rc;
+
+	if (dpg_secret_parse(ctx->j.secret, secret, sizeof(secret), &slen, e) != 0)
+		return -DPG_ERR_AUTH;
+	if (ctx->j.rank == 0) {
+		rc = check_master_local(ctx, e);
+		if (rc == 0 && dpg_store_server_start(NULL, ctx->j.master_port, secret,
+						      slen, &ctx->srv, e) != 0) {
+			dpg_err_prefix(e, "rank 0 cannot serve the rendezvous store "
+				       "(MASTER_PORT taken by another job, or by a "
+				       "process of this one that also claims rank 0?)");
+			rc = -DPG_ERR_SYSTEM;
+		}
+		if (rc != 0) {
+			explicit_bzero(secret, sizeof(secret));
+			return rc;
+		}
+	}
+	rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret, slen,
+			       deadline, &ctx->abort_flag, &ctx->store, e);
+	explicit_bzero(secret, sizeof(secret));
+	if (rc == -DPG_ERR_AUTH)
+		dpg_err_prefix(e, "the store of rank 0 refused this rank's job "
+			       "secret (DPG_SECRET differs between ranks, or "
+			       "MASTER_ADDR:MASTER_PORT is another job's store)");
+	else if (rc == -DPG_ERR_TIMEOUT)
+		dpg_err_prefix(e, "rank 0's store did not answer (is rank 0 "
+			       "running, and MASTER_ADDR/MASTER_PORT right?)");
+	return rc;
+}
+
+/* Claim the rank in the store: two processes with the same RANK fail here
+ * instead of hanging. */
+static int claim_rank(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	char key[KEY_MAX + 1], me[160];
+	struct timespec ts;
+	void *cur = NULL;
+	size_t clen = 0;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(key, sizeof(key), "%s/claim/%d", ctx->ns, ctx->j.rank);
+	snprintf(me, sizeof(me), "%s pid %ld (%lx.%lx)", ctx->node, (long)getpid(),
+		 (unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec);
+	rc = dpg_store_cas(ctx->store, key, "", 0, me, strlen(me), &cur, &clen,
+			   dpg_now_ms() + ctx->timeout_ms, e);
+	if (rc != 0)
+		return rc;
+	if (cur != NULL && (clen != strlen(me) || memcmp(cur, me, clen) != 0))
+		rc = dpg_errs(e, DPG_ERR_ENV, "inconsistent environment: rank %d is "
+			      "already taken by %.*s (the rank comes from %s: do "
+			      "several processes get the same one?)", ctx->j.rank,
+			      (int)(clen > 100 ? 100 : clen), (char *)cur,
+			      dpg_join_src_name(ctx->j.src));
+	free(cur);
+	return rc;
+}
+
+/* ------------------------------------------------------------ greeting */
+
+struct hello {
+	int world_size, backend, cap;
+	char version[16];
+	char node[DPG_HOST_MAX];
+	char addr[DPG_ADDR_STR_MAX];
+};
+
+static int hello_parse(const uint8_t *v, size_t len, struct hello *h)
+{
+	char buf[512];
+
+	if (len >= sizeof(buf))
+		return -1;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	memset(h, 0, sizeof(*h));
+	if (sscanf(buf, "dpg1 %d %d %d %15s %63s %63s", &h->world_size, &h->backend,
+		   &h->cap, h->version, h->node, h->addr) != 6)
+		return -1;
+	return 0;
+}
+
+/* Rank i's greeting against rank 0's. */
+static int hello_compare(int i, const struct hello *h, const struct hello *h0,
+			 struct dpg_err *e)
+{
+	if (h->world_size != h0->world_size)
+		return dpg_errs(e, DPG_ERR_ENV, "inconsistent environment: rank %d "
+				"(%s) has world size %d but rank 0 (%s) has %d "
+				"(WORLD_SIZE / SLURM_STEP_NUM_TASKS differ between "
+				"tasks?)", i, h->node, h->world_size, h0->node,
+				h0->world_size);
+	if (h->backend != h0->backend)
+		return dpg_errs(e, DPG_ERR_ENV, "inconsistent environment: rank %d "
+				"(%s) asks for backend %d but rank 0 (%s) for %d "
+				"(DPG_BACKEND differs between tasks)", i, h->node,
+				h->backend, h0->node, h0->backend);
+	if (strcmp(h->version, h0->version) != 0)
+		return dpg_errs(e, DPG_ERR_ENV, "rank %d (%s) runs libdpg %s but rank "
+				"0 (%s) runs %s", i, h->node, h->version, h0->node,
+				h0->version);
+	return 0;
+}
+
+static int hello_check(void *arg, const struct dpg_xchg *x, struct dpg_err *e)
+{
+	struct hello h0, h;
+	int rc;
+
+	(void)arg;
+	if (hello_parse(x->val[0], x->vlen[0], &h0) != 0)
+		return dpg_errs(e, DPG_ERR_SYSTEM, "internal: malformed greeting "
+				"of rank 0");
+	for (int i = 1; i < x->n; i++) {
+		if (hello_parse(x->val[i], x->vlen[i], &h) != 0)
+			return dpg_errs(e, DPG_ERR_PEER, "rank %d sent a malformed "
+					"greeting (a different libdpg?)", i);
+		if ((rc = hello_compare(i, &h, &h0, e)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Every rank's greeting, checked by rank 0. */
+static int greet(struct dpg_ctx *ctx, struct dpg_xchg *x, struct dpg_err *e)
+{
+	char prefix[KEY_MAX + 1], hello[512];
+	struct dpg_xchg_group g = {
+		.store = ctx->store, .prefix = prefix, .me = ctx->j.rank,
+		.n = ctx->j.world_size, .world_ranks = NULL,
+		.timeout_ms = ctx->timeout_ms,
+	};
+	int rc;
+
+	if (dpg_route_addr(ctx->j.master_addr, ctx->addr, sizeof(ctx->addr), NULL) != 0)
+		snprintf(ctx->addr, sizeof(ctx->addr), "127.0.0.1");
+	snprintf(hello, sizeof(hello), "dpg1 %d %d %d %s %s %s", ctx->j.world_size,
+		 (int)ctx->j.backend, nccl_cap(ctx), dpg_version(), ctx->node,
+		 ctx->addr);
+	snprintf(prefix, sizeof(prefix), "%s/hello", ctx->ns);
+	rc = dpg_xchg_run(&g, hello, strlen(hello), hello_check, NULL, x, e);
+	if (rc != 0)
+		dpg_err_prefix(e, "joining the job");
+	return rc;
+}
+
+/* The ranks' records from their greetings; the lowest NCCL capability. */
+static int record_ranks(struct dpg_ctx *ctx, const struct dpg_xchg *x,
+			int *cap_min, int *cap_rank, struct dpg_err *e)
+{
+	int n = ctx->j.world_size;
+	struct hello h;
+
+	ctx->ranks = calloc((size_t)n, sizeof(*ctx->ranks));
+	if (ctx->ranks == NULL)
+		return dpg_errs(e, DPG_ERR_NOMEM, "out of memory for %d rank records",
+				n);
+	for (int r = 0; r < n; r++) {
+		if (hello_parse(x->val[r], x->vlen[r], &h) != 0)
+			return dpg_errs(e, DPG_ERR_PEER, "malformed greeting of rank %d",
+					r);
+		copy_str(ctx->ranks[r].node, sizeof(ctx->ranks[r].node), h.node);
+		copy_str(ctx->ranks[r].addr, sizeof(ctx->ranks[r].addr), h.addr);
+		ctx->ranks[r].cap = h.cap;
+		if (h.cap < *cap_min) {
+			*cap_min = h.cap;
+			*cap_rank = r;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ layout */
+
+/* Fill in what the environment did not say from the ranks' node names.
+ * Quadratic in the worst case: only when the environment said nothing. */
+static void derive_local(struct dpg_ctx *ctx)
+{
+	int n = ctx->j.world_size, me = ctx->j.rank, nodes = 0, my_node = -1;
+	int lrank = 0, lsize = 0;
+	const char *mine = ctx->ranks[me].node;
+
+	for (int r = 0; r < n; r++) {
+		bool first = true;
+
+		for (int q = 0; q < r; q++)
+			if (strcmp(ctx->ranks[q].node, ctx->ranks[r].node) == 0) {
+				first = false;
+				break;
+			}
+		if (first) {
+			if (strcmp(ctx->ranks[r].node, mine) == 0)
+				my_node = nodes;
+			nodes++;
+		}
+		if (strcmp(ctx->ranks[r].node, mine) == 0) {
+			if (r < me)
+				lrank++;
+			lsize++;
+		}
+	}
+	if (ctx->j.local_rank < 0)
+		ctx->j.local_rank = lrank;
+	if (ctx->j.local_world_size < 0)
+		ctx->j.local_world_size = lsize;
+	if (ctx->j.node_rank < 0)
+		ctx->j.node_rank = my_node;
+	if (ctx->j.num_nodes < 0)
+		ctx->j.num_nodes = nodes;
+}
+
+/* An address on lo is fine only while every rank shares this node. */
+static void fix_loopback(struct dpg_ctx *ctx)
+{
+	int me = ctx->j.rank;
+
+	if (!is_loopback(ctx->addr))
+		return;
+	for (int r = 0; r < ctx->j.world_size; r++) {
+		char via[DPG_ADDR_STR_MAX];
+
+		if (strcmp(ctx->ranks[r].node, ctx->node) == 0 ||
+		    is_loopback(ctx->ranks[r].addr))
+			continue;
+		if (dpg_route_addr(ctx->ranks[r].addr, via, sizeof(via), NULL) == 0 &&
+		    !is_loopback(via)) {
+			copy_str(ctx->addr, sizeof(ctx->addr), via);
+			copy_str(ctx->ranks[me].addr, sizeof(ctx->ranks[me].addr), via);
+		}
+		break;
+	}
+}
+
+static void derive_layout(struct dpg_ctx *ctx)
+{
+	if (ctx->j.local_rank < 0 || ctx->j.local_world_size < 0 ||
+	    ctx->j.node_rank < 0 || ctx->j.num_nodes < 0)
+		derive_local(ctx);
+	fix_loopback(ctx);
+}
+
+/* ------------------------------------------------------------ init */
+
+/* More than one rank: the store, the claim, the greeting, the world. */
+static int join_world(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	struct dpg_xchg x;
+	int rc, cap_min = 3, cap_rank = 0;
+
+	if ((rc = connect_store(ctx, e)) != 0 || (rc = claim_rank(ctx, e)) != 0)
+		return rc;
+	rc = greet(ctx, &x, e);
+	if (rc == 0)
+		rc = record_ranks(ctx, &x, &cap_min, &cap_rank, e);
+	dpg_xchg_free(&x);
+	if (rc != 0)
+		return rc;
+	derive_layout(ctx);
+	return start_world(ctx, cap_min, cap_rank, e);
+}
+
+/* One rank: no store, no greeting. */
+static int join_alone(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	snprintf(ctx->addr, sizeof(ctx->addr), "127.0.0.1");
+	return start_world(ctx, nccl_cap(ctx), 0, e);
+}
+
+static void set_node_name(struct dpg_ctx *ctx)
+{
+	char host[256];
+
+	if (ctx->j.node[0] != '\0') {
+		copy_str(ctx->node, sizeof(ctx->node), ctx->j.node);
+		return;
+	}
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "?");
+	host[sizeof(host) - 1] = '\0';
+	host[strcspn(host, ". \t")] = '\0';	/* short name */
+	copy_str(ctx->node, sizeof(ctx->node), host[0] ? host : "?");
+}
+
+static struct dpg_ctx *ctx_new(void)
+{
+	struct dpg_ctx *ctx = calloc(1, sizeof(*ctx));
+
+	if (ctx == NULL)
+		return NULL;
+	pthread_mutex_init(&ctx->lock, NULL);
+	ctx->device = -1;
+	ctx->backend = DPG_BACKEND_CPU;
+	snprintf(ctx->who, sizeof(ctx->who), "dpg");
+	snprintf(ctx->ns, sizeof(ctx->ns), "dpg");
+	return ctx;
+}
+
+/* Who this process is in the job (join.c), and the names it goes by. */
+static int resolve(struct dpg_ctx *ctx, const dpg_init_opts_t *opts,
+		   struct dpg_err *e)
+{
+	int rc = dpg_join_resolve(opts, NULL, NULL, &ctx->j, e);
+
+	set_node_name(ctx);
+	if (rc != 0) {
+		ctx->j.world_size = 0;
+		ctx->j.rank = -1;
+		return rc;
+	}
+	snprintf(ctx->who, sizeof(ctx->who), "rank %d (%s)", ctx->j.rank, ctx->node);
+	snprintf(ctx->ns, sizeof(ctx->ns), "dpg/%s", ctx->j.ns);
+	ctx->timeout_ms = (int64_t)(ctx->j.timeout_s * 1000.0);
+	if (ctx->timeout_ms < 1)
+		ctx->timeout_ms = 1;
+	return 0;
+}
+
+dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out)
+{
+	struct dpg_ctx *ctx;
+	struct dpg_err e = { { 0 } };
+	int rc;
+
+	if (out == NULL)
+		return DPG_ERR_INVALID;
+	*out = ctx = ctx_new();
+	if (ctx == NULL)
+		return DPG_ERR_NOMEM;
+	rc = resolve(ctx, opts, &e);
+	if (rc != 0) {
+		dpg_ctx_seterr(ctx, "dpg_init on %s: %s", ctx->node, e.msg);
+		return dpg_status_of(rc);
+	}
+	rc = ctx->j.world_size == 1 ? join_alone(ctx, &e) : join_world(ctx, &e);
+	if (rc != 0)
+		return dpg_ctx_fail(ctx, rc, "dpg_init", &e);
+	ctx->ready = true;
+	return DPG_OK;
+}
+
+/* ------------------------------------------------------------ finalize, abort */
+
+dpg_status_t dpg_abort(dpg_ctx_t *ctx)
+{
+	if (ctx == NULL)
+		return DPG_ERR_INVALID;
+	__atomic_store_n(&ctx->abort_flag, 1, __ATOMIC_SEQ_CST);
+	dpg_comm_abort_all(ctx);
+	return DPG_OK;
+}
+
+/* Ranks leave together, so that rank 0 keeps serving the store until no one
+ * needs it; skipped after a failure (a dead peer would never arrive). */
+static int goodbye(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	char name[KEY_MAX + 1], left[KEY_MAX + 1];
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms, n = 0;
+	int rc;
+
+	snprintf(name, sizeof(name), "%s/bye", ctx->ns);
+	snprintf(left, sizeof(left), "%s/bye/left", ctx->ns);
+	rc = dpg_store_barrier(ctx->store, name, ctx->j.world_size, deadline, e);
+	if (rc != 0)
+		return rc;
+	if (ctx->j.rank != 0)
+		return dpg_store_add(ctx->store, left, 1, NULL, deadline, e) == 0 ?
+		       0 : -DPG_ERR_PEER;
+	deadline = dpg_now_ms() + FINALIZE_LINGER_MS;
+	while (dpg_store_add(ctx->store, left, 0, &n, deadline, e) == 0 &&
+	       n < ctx->j.world_size - 1 && dpg_now_ms() < deadline)
+		usleep(2000);
+	return 0;
+}
+
+/* On the CPU backend, a barrier of the world before the store's goodbye:
+ * its links notice a rank that died after the last collective within a
+ * second, where the store barrier would wait for it until the deadline.
+ * (NCCL cannot tell a dead peer from a slow one: there the goodbye alone.) */
+static int farewell(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	dpg_status_t st;
+
+	if (ctx->backend != DPG_BACKEND_CPU || !ctx->ready || ctx->failed ||
+	    dpg_ctx_aborted(ctx) || ctx->j.world_size < 2)
+		return 0;
+	st = dpg_barrier(&ctx->world->c);
+	if (st == DPG_OK)
+		return 0;
+	ctx->failed = true;
+	return dpg_errs(e, st, "%s", ctx->err);
+}
+
+/* Leave the job: the world's farewell, then the store's goodbye. */
+static int leave(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	int rc = 0;
+
+	if (ctx->world != NULL) {
+		rc = farewell(ctx, e);
+		dpg_comm_destroy_owned(&ctx->world->c);
+		ctx->world = NULL;
+	}
+	if (rc == 0 && ctx->store != NULL && ctx->ready && !ctx->failed &&
+	    !dpg_ctx_aborted(ctx) && ctx->j.world_size > 1)
+		rc = goodbye(ctx, e);
+	return rc;
+}
+
+dpg_status_t dpg_finalize(dpg_ctx_t *ctx)
+{
+	struct dpg_err e = { { 0 } };
+	dpg_status_t st;
+
+	if (ctx == NULL)
+		return DPG_OK;
+	dpg_comm_destroy_all_but_world(ctx);
+	st = dpg_ctx_fail(ctx, leave(ctx, &e), "dpg_finalize", &e);
+	dpg_store_close(ctx->store);
+	dpg_store_server_stop(ctx->srv);
+	free(ctx->ranks);
+	pthread_mutex_destroy(&ctx->lock);
+	explicit_bzero(ctx->j.secret, sizeof(ctx->j.secret));
+	free(ctx);
+	return st;
+}
