@@ -18,6 +18,7 @@
 #include "dtype.h"
 #include "runtime.h"
 #include "zero_cuda.h"
+#include "zero_mem.h"
 #include "zlayout.h"
 
 /* state of a unit's gathered parameters (stage 3) */
@@ -48,8 +49,6 @@ struct prefetch {
 struct dpg_zero {
 	dpg_ctx_t *ctx;
 	dpg_zero_opts_t o;
-	bool on_gpu;
-	int device;		/* the context's CUDA device (GPU) */
 	/* groups */
 	dpg_mesh_t *mesh;	/* hybrid sharding only */
 	dpg_comm_t *shard;	/* the shard group */
@@ -72,10 +71,8 @@ struct dpg_zero {
 	float *grad_shard;	/* stages 2-3: L.shard_numel */
 	struct zunit *u;
 	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
-	void *spare[2];		/* stage 3: released gather buffers kept for reuse */
-	int nspare;
-	size_t gbuf_bytes;	/* stage 3: every gather buffer holds the largest unit */
-	size_t spare_bytes;
+	struct zmem mem;	/* where the buffers live; stage 3's gather buffer pool */
+	struct dpg_err merr;	/* the last zero_mem failure (main thread only) */
 	struct prefetch pf;
 	/* accounting */
 	size_t param_bytes, grad_bytes, optim_bytes;
@@ -102,222 +99,27 @@ static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
 	return st;
 }
 
-/* ------------------------------------------------------------ memory:
- * the same operations on host and device memory */
+/* ------------------------------------------------------------ memory
+ * (zero_mem.c): its failures become this file's statuses here */
 
-#ifdef DPG_HAVE_CUDA_ZERO
-/* On the GPU? Then make the context's device current: every buffer of z
- * lives there, whatever device the caller selected since. */
-static int zgpu(struct dpg_zero *z)
+static dpg_status_t zm(struct dpg_zero *z, const char *op, int rc)
 {
-	if (!z->on_gpu)
-		return 0;
-	if (z->device >= 0)
-		(void)dpg_cuda_set_device(z->device);
-	return 1;
-}
-#endif
-
-static dpg_status_t cuda_st(struct dpg_zero *z, const char *op, int rc)
-{
-#ifdef DPG_HAVE_CUDA_ZERO
-	return zerr(z, DPG_ERR_BACKEND, op, "CUDA: %s", dpg_cuda_errstr(rc));
-#else
-	return zerr(z, DPG_ERR_BACKEND, op, "CUDA error %d", rc);
-#endif
+	if (rc == 0)
+		return DPG_OK;
+	return zerr(z, (dpg_status_t)-rc, op, "%s", z->merr.msg);
 }
 
 static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
 			   const char *op)
 {
-	*p = NULL;
-	if (bytes == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_alloc(p, bytes);
-
-		if (rc != 0)
-			return cuda_st(z, op, rc);
-		if (acct)
-			*acct += bytes;
-		return DPG_OK;
-	}
-#endif
-	*p = calloc(1, bytes);
-	if (!*p)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory (%zu bytes)", bytes);
-	if (acct)
-		*acct += bytes;
-	return DPG_OK;
-}
-
-/* zalloc without zeroing, for buffers that are written in full before they
- * are read (a gathered unit). */
-static dpg_status_t zalloc_raw(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
-			       const char *op)
-{
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu)
-		return zalloc(z, p, bytes, acct, op);
-#endif
-	*p = NULL;
-	if (bytes == 0)
-		return DPG_OK;
-	*p = malloc(bytes);
-	if (!*p)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory (%zu bytes)", bytes);
-	if (acct)
-		*acct += bytes;
-	return DPG_OK;
-}
-
-/* A stage-3 gather buffer: a kept one, else a new one (every one holds the
- * largest unit, so that any unit fits; page faults on fresh memory would
- * otherwise cost more than the gather). */
-static dpg_status_t gbuf_get(struct dpg_zero *z, void **p, const char *op)
-{
-	if (z->nspare > 0) {
-		*p = z->spare[--z->nspare];
-		z->spare_bytes -= z->gbuf_bytes;
-		z->param_bytes += z->gbuf_bytes;
-		return DPG_OK;
-	}
-	return zalloc_raw(z, p, z->gbuf_bytes, &z->param_bytes, op);
-}
-
-static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct);
-
-/* Give a gather buffer back: kept (up to two: the current unit and the
- * prefetched one) or freed. */
-static void gbuf_put(struct dpg_zero *z, void **p)
-{
-	if (!*p)
-		return;
-	z->param_bytes -= z->gbuf_bytes;
-	if (z->nspare < 2) {
-		z->spare[z->nspare++] = *p;
-		z->spare_bytes += z->gbuf_bytes;
-		*p = NULL;
-		return;
-	}
-	zfree(z, p, 0, NULL);
-}
-
-static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
-{
-	(void)z;
-	if (!*p)
-		return;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z))
-		(void)dpg_cuda_free(*p);
-	else
-#endif
-		free(*p);
-	*p = NULL;
-	if (acct)
-		*acct -= bytes;
-}
-
-static dpg_status_t zzero(struct dpg_zero *z, void *p, size_t bytes)
-{
-	(void)z;
-	if (bytes == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_memset0(p, bytes, NULL);
-
-		return rc ? cuda_st(z, "memset", rc) : DPG_OK;
-	}
-#endif
-	memset(p, 0, bytes);
-	return DPG_OK;
+	return zm(z, op, zm_alloc(&z->mem, p, bytes, acct, &z->merr));
 }
 
 /* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
 static dpg_status_t zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
 			  int dir)
 {
-	(void)z;
-	(void)dir;
-	if (bytes == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dir == 0 ? dpg_cuda_h2d(dst, src, bytes, NULL) :
-				    dpg_cuda_d2h(dst, src, bytes, NULL);
-
-		return rc ? cuda_st(z, "copy", rc) : DPG_OK;
-	}
-#endif
-	memmove(dst, src, bytes);
-	return DPG_OK;
-}
-
-/* fp32 -> working dtype, both in z's memory */
-static dpg_status_t zcast(struct dpg_zero *z, void *dst, const float *src, size_t n)
-{
-	if (n == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = z->o.param_dtype == DPG_BF16 ?
-			 dpg_cuda_f32_to_bf16(src, dst, n, NULL) :
-			 dpg_cuda_d2d(dst, src, n * sizeof(float), NULL);
-
-		return rc ? cuda_st(z, "cast", rc) : DPG_OK;
-	}
-#endif
-	if (z->o.param_dtype == DPG_BF16)
-		dpg_f32_to_bf16_n(src, dst, n);
-	else
-		memmove(dst, src, n * sizeof(float));
-	return DPG_OK;
-}
-
-static dpg_status_t z_to_bf16(struct dpg_zero *z, const float *in, uint16_t *out, size_t n)
-{
-	(void)z;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_f32_to_bf16(in, out, n, NULL);
-
-		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
-	}
-#endif
-	dpg_f32_to_bf16_n(in, out, n);
-	return DPG_OK;
-}
-
-static dpg_status_t z_from_bf16(struct dpg_zero *z, const uint16_t *in, float *out,
-				size_t n)
-{
-	(void)z;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_bf16_to_f32(in, out, n, NULL);
-
-		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
-	}
-#endif
-	dpg_bf16_to_f32_n(in, out, n);
-	return DPG_OK;
-}
-
-static dpg_status_t z_sumsq(struct dpg_zero *z, const float *x, size_t n, double *out)
-{
-	(void)z;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_sumsq(x, n, out, NULL);
-
-		return rc ? cuda_st(z, "sumsq", rc) : DPG_OK;
-	}
-#endif
-	*out = dpg_sumsq_f32(x, n);
-	return DPG_OK;
+	return zm(z, "copy", zm_copy(&z->mem, dst, src, bytes, dir, &z->merr));
 }
 
 /* An allreduce of a few host values: through device memory on the GPU
@@ -327,7 +129,7 @@ static dpg_status_t small_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *
 {
 	dpg_status_t st;
 
-	if (!z->on_gpu)
+	if (!z->mem.on_gpu)
 		return dpg_allreduce(comm, host, host, 1, dt, op, NULL);
 	if (!z->dscratch &&
 	    (st = zalloc(z, &z->dscratch, 8, NULL, "allreduce")) != DPG_OK)
@@ -539,10 +341,10 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 		free(z);
 		return st;
 	}
-	z->on_gpu = dpg_backend(ctx) == DPG_BACKEND_NCCL;
-	z->device = dpg_ctx_device(ctx);
+	z->mem.on_gpu = dpg_backend(ctx) == DPG_BACKEND_NCCL;
+	z->mem.device = dpg_ctx_device(ctx);
 #ifndef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (z->mem.on_gpu) {
 		free(z);
 		dpg_ctx_seterr(ctx, "%s zero_create: libdpg was built without nvcc: the "
 			       "sharded step needs its CUDA kernels on the NCCL backend "
@@ -550,13 +352,14 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 		return DPG_ERR_UNSUPPORTED;
 	}
 #endif
-	if (z->on_gpu && z->o.deterministic) {
+	if (z->mem.on_gpu && z->o.deterministic) {
 		free(z);
 		dpg_ctx_seterr(ctx, "%s zero_create: deterministic mode runs on the CPU backend "
 			       "only (not yet on NCCL)", dpg_ctx_who(ctx));
 		return DPG_ERR_UNSUPPORTED;
 	}
 	z->ps = z->o.param_dtype == DPG_BF16 ? 2 : 4;
+	z->mem.param_dtype = (int)z->o.param_dtype;
 	z->nstate = z->o.optimizer == DPG_OPT_ADAMW ? 3 : 2;
 	if (z->o.shard_size == 0 || z->o.shard_size == world) {
 		z->shard = dpg_world(ctx);
@@ -660,10 +463,10 @@ dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 	if (!z->u)
 		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	sh = z->L.shard_numel;
-	z->gbuf_bytes = z->L.max_unit_padded * z->ps;
+	z->mem.gbuf_bytes = z->L.max_unit_padded * z->ps;
 	for (k = 0; k < (size_t)z->nstate; k++)
 		if ((st = zalloc(z, (void **)&z->state[k], sh * sizeof(float), &z->optim_bytes,
-				 op)) != DPG_OK)
+				  op)) != DPG_OK)
 			return st;
 	if (z->o.stage < 3)
 		st = zalloc(z, &z->param_full, z->L.padded_numel * z->ps, &z->param_bytes, op);
@@ -678,7 +481,7 @@ dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 		st = zalloc(z, (void **)&z->grad_shard, sh * sizeof(float), &z->grad_bytes, op);
 	if (st != DPG_OK)
 		return st;
-	if (z->o.stage == 3 && z->n > 1 && !z->on_gpu && (st = pf_start(z)) != DPG_OK)
+	if (z->o.stage == 3 && z->n > 1 && !z->mem.on_gpu && (st = pf_start(z)) != DPG_OK)
 		return st;
 	z->committed = true;
 	return DPG_OK;
@@ -692,19 +495,18 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 		return DPG_OK;
 	pf_stop(z);
 	for (i = 0; z->u && i < z->L.nunits; i++) {
-		zfree(z, &z->u[i].full, 0, NULL);
-		zfree(z, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
-		zfree(z, (void **)&z->u[i].acc, z->L.u[i].padded * sizeof(int64_t), NULL);
+		zm_free(&z->mem, &z->u[i].full, 0, NULL);
+		zm_free(&z->mem, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
+		zm_free(&z->mem, (void **)&z->u[i].acc, z->L.u[i].padded * sizeof(int64_t), NULL);
 	}
 	for (i = 0; i < DPG_CKPT_MAX_STATE; i++)
-		zfree(z, (void **)&z->state[i], 0, NULL);
-	zfree(z, &z->param_full, 0, NULL);
-	zfree(z, &z->param_shard, 0, NULL);
-	zfree(z, (void **)&z->grad_full, 0, NULL);
-	zfree(z, (void **)&z->grad_shard, 0, NULL);
-	zfree(z, &z->dscratch, 0, NULL);
-	while (z->nspare > 0)
-		zfree(z, &z->spare[--z->nspare], 0, NULL);
+		zm_free(&z->mem, (void **)&z->state[i], 0, NULL);
+	zm_free(&z->mem, &z->param_full, 0, NULL);
+	zm_free(&z->mem, &z->param_shard, 0, NULL);
+	zm_free(&z->mem, (void **)&z->grad_full, 0, NULL);
+	zm_free(&z->mem, (void **)&z->grad_shard, 0, NULL);
+	zm_free(&z->mem, &z->dscratch, 0, NULL);
+	zm_gbuf_drain(&z->mem);
 	if (z->mesh)
 		dpg_mesh_destroy(z->mesh);
 	dpg_zlayout_free(&z->L);
@@ -764,7 +566,9 @@ static dpg_status_t publish(struct dpg_zero *z)
 	for (u = 0; u < z->L.nunits; u++) {
 		const struct dpg_zunit *U = &z->L.u[u];
 
-		if ((st = zcast(z, own_piece(z, u), z->state[0] + U->shard_off, U->shard)) != DPG_OK)
+		st = zm(z, "cast", zm_cast(&z->mem, own_piece(z, u), z->state[0] + U->shard_off,
+					    U->shard, &z->merr));
+		if (st != DPG_OK)
 			return st;
 	}
 	if (z->o.stage == 3)
@@ -805,11 +609,12 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 		float *dst = z->state[0] + U->shard_off + (a - lo);
 
 		if ((st = zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
-				0)) != DPG_OK)
+				 0)) != DPG_OK)
 			return st;
 		if (z->o.stage == 3 &&
-		    (st = zcast(z, (char *)z->param_shard + (U->shard_off + a - lo) * z->ps, dst,
-				b - a)) != DPG_OK)
+		    (st = zm(z, "cast", zm_cast(&z->mem, (char *)z->param_shard +
+						 (U->shard_off + a - lo) * z->ps, dst, b - a,
+						 &z->merr))) != DPG_OK)
 			return st;
 	}
 	if (z->o.stage < 3) {
@@ -860,7 +665,8 @@ static dpg_status_t enqueue(struct dpg_zero *z, int u, const char *op)
 	const struct dpg_zunit *U = &z->L.u[u];
 	dpg_status_t st;
 
-	if ((st = gbuf_get(z, &z->u[u].full, op)) != DPG_OK)
+	st = zm(z, op, zm_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, &z->merr));
+	if (st != DPG_OK)
 		return st;
 	if (!z->pf.running) {
 		/* synchronous: one rank, or the GPU (see the README) */
@@ -926,7 +732,7 @@ dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
 	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
 		return DPG_OK;
 	(void)wait_gathered(z, unit);	/* never free under the worker */
-	gbuf_put(z, &z->u[unit].full);
+	zm_gbuf_put(&z->mem, &z->u[unit].full, &z->param_bytes);
 	z->u[unit].gstate = UG_NONE;
 	return DPG_OK;
 }
@@ -977,7 +783,7 @@ static dpg_status_t fold_unit(struct dpg_zero *z, int u)
 	if (!full)
 		return DPG_OK;
 	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
-					 &z->grad_bytes, "zero_step")) != DPG_OK)
+					  &z->grad_bytes, "zero_step")) != DPG_OK)
 		return st;
 	if (dpg_fix_fold(full, z->u[u].acc, U->padded, &bad) != 0)
 		return zerr(z, DPG_ERR_INVALID, "zero_step", "deterministic mode: gradient value "
@@ -999,7 +805,7 @@ static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
 	if ((st = fold_unit(z, u)) != DPG_OK)
 		return st;
 	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
-					 &z->grad_bytes, op)) != DPG_OK)
+					  &z->grad_bytes, op)) != DPG_OK)
 		return st;
 	acc = z->u[u].acc;
 	mine = acc + (size_t)z->r * U->shard;	/* the NCCL-style in-place block */
@@ -1012,10 +818,10 @@ static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
 		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
 			    "unit %d is beyond the fixed-point range (|sum| < 2^18): clip or scale "
 			    "the loss, or turn deterministic mode off", u);
-	zfree(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
+	zm_free(&z->mem, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
 	z->u[u].reduced = true;
 	if (z->o.stage > 1)
-		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
+		zm_free(&z->mem, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
 	return DPG_OK;
 }
 
@@ -1033,7 +839,7 @@ static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 		if (z->o.stage == 1)
 			return zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
 		if ((st = zalloc(z, (void **)&z->u[u].grad, U->padded * sizeof(float),
-				 &z->grad_bytes, op)) != DPG_OK)
+				  &z->grad_bytes, op)) != DPG_OK)
 			return st;
 		full = z->u[u].grad;
 	}
@@ -1046,20 +852,20 @@ static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 
 		if ((st = zalloc(z, (void **)&tmp, U->padded * 2, NULL, op)) != DPG_OK)
 			return st;
-		st = z_to_bf16(z, full, tmp, U->padded);
+		st = zm(z, "bf16", zm_to_bf16(&z->mem, full, tmp, U->padded, &z->merr));
 		if (st == DPG_OK)
 			st = dpg_reduce_scatter(z->shard, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
 		if (st == DPG_OK && z->rep)
 			st = dpg_allreduce(z->rep, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
 		if (st == DPG_OK)
-			st = z_from_bf16(z, tmp, piece, U->shard);
-		zfree(z, (void **)&tmp, 0, NULL);
+			st = zm(z, "bf16", zm_from_bf16(&z->mem, tmp, piece, U->shard, &z->merr));
+		zm_free(&z->mem, (void **)&tmp, 0, NULL);
 	}
 	if (st != DPG_OK)
 		return st;
 	z->u[u].reduced = true;
 	if (z->o.stage > 1)
-		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
+		zm_free(&z->mem, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
 	return DPG_OK;
 }
 
@@ -1107,7 +913,9 @@ static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
 	for (u = 0; u < z->L.nunits; u++) {
 		double x;
 
-		if ((st = z_sumsq(z, grad_piece(z, u), z->L.u[u].shard, &x)) != DPG_OK)
+		st = zm(z, "sumsq", zm_sumsq(&z->mem, grad_piece(z, u), z->L.u[u].shard, &x,
+					     &z->merr));
+		if (st != DPG_OK)
 			return st;
 		s += x;
 	}
@@ -1139,7 +947,7 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			float *v = z->state[2] + off;
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (zgpu(z))
+			if (zm_gpu(&z->mem))
 				rc = dpg_cuda_adamw(p, m, v, g, n, &h, NULL);
 			else
 #endif
@@ -1151,14 +959,14 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			};
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (zgpu(z))
+			if (zm_gpu(&z->mem))
 				rc = dpg_cuda_sgd(p, m, g, n, &h, NULL);
 			else
 #endif
 				dpg_sgd_update(p, m, g, n, &h);
 		}
 		if (rc != 0)
-			st = cuda_st(z, "zero_step", rc);
+			st = zm(z, "zero_step", zm_cuda_err(&z->merr, rc));
 	}
 	return st;
 }
@@ -1169,14 +977,16 @@ static dpg_status_t clear_grads(struct dpg_zero *z)
 	int u;
 
 	if (z->o.stage == 1)
-		st = zzero(z, z->grad_full, z->L.padded_numel * sizeof(float));
+		st = zm(z, "memset", zm_zero(&z->mem, z->grad_full,
+					     z->L.padded_numel * sizeof(float), &z->merr));
 	z->det_sumsq = 0;
 	for (u = 0; u < z->L.nunits; u++) {
 		z->u[u].reduced = false;
-		zfree(z, (void **)&z->u[u].acc, z->L.u[u].padded * sizeof(int64_t), &z->grad_bytes);
+		zm_free(&z->mem, (void **)&z->u[u].acc, z->L.u[u].padded * sizeof(int64_t),
+			&z->grad_bytes);
 		if (z->o.stage > 1)
-			zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
-			      &z->grad_bytes);
+			zm_free(&z->mem, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
+				&z->grad_bytes);
 	}
 	return st;
 }
@@ -1246,7 +1056,7 @@ dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem)
 	mem->param_bytes = z->param_bytes;
 	mem->grad_bytes = z->grad_bytes;
 	mem->optim_bytes = z->optim_bytes;
-	mem->cached_bytes = z->spare_bytes;
+	mem->cached_bytes = z->mem.spare_bytes;
 	mem->padded_numel = z->L.padded_numel;
 	mem->shard_numel = z->L.shard_numel;
 	return DPG_OK;
@@ -1286,9 +1096,9 @@ static dpg_status_t host_state(struct dpg_zero *z, float **h, bool *owned, int d
 	dpg_status_t st;
 	int k;
 
-	*owned = z->on_gpu;
+	*owned = z->mem.on_gpu;
 	for (k = 0; k < z->nstate; k++) {
-		if (!z->on_gpu) {
+		if (!z->mem.on_gpu) {
 			h[k] = z->state[k];
 			continue;
 		}
