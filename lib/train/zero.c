@@ -71,7 +71,7 @@ struct dpg_zero {
 	float *grad_shard;	/* stages 2-3: L.shard_numel */
 	struct zunit *u;
 	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
-	struct zmem mem;	/* where the buffers live; stage 3's gather buffer pool */
+	struct dpg_zmem mem;	/* where the buffers live; stage 3's gather buffer pool */
 	struct dpg_err merr;	/* the last zero_mem failure (main thread only) */
 	struct prefetch pf;
 	/* accounting */
@@ -112,14 +112,19 @@ static dpg_status_t zm(struct dpg_zero *z, const char *op, int rc)
 static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
 			   const char *op)
 {
-	return zm(z, op, zm_alloc(&z->mem, p, bytes, acct, &z->merr));
+	return zm(z, op, dpg_zmem_alloc(&z->mem, p, bytes, acct, &z->merr));
+}
+
+static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
+{
+	dpg_zmem_free(&z->mem, p, bytes, acct);
 }
 
 /* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
 static dpg_status_t zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
 			  int dir)
 {
-	return zm(z, "copy", zm_copy(&z->mem, dst, src, bytes, dir, &z->merr));
+	return zm(z, "copy", dpg_zmem_copy(&z->mem, dst, src, bytes, dir, &z->merr));
 }
 
 /* An allreduce of a few host values: through device memory on the GPU
@@ -495,18 +500,18 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 		return DPG_OK;
 	pf_stop(z);
 	for (i = 0; z->u && i < z->L.nunits; i++) {
-		zm_free(&z->mem, &z->u[i].full, 0, NULL);
-		zm_free(&z->mem, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
-		zm_free(&z->mem, (void **)&z->u[i].acc, z->L.u[i].padded * sizeof(int64_t), NULL);
+		zfree(z, &z->u[i].full, 0, NULL);
+		zfree(z, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
+		zfree(z, (void **)&z->u[i].acc, z->L.u[i].padded * sizeof(int64_t), NULL);
 	}
 	for (i = 0; i < DPG_CKPT_MAX_STATE; i++)
-		zm_free(&z->mem, (void **)&z->state[i], 0, NULL);
-	zm_free(&z->mem, &z->param_full, 0, NULL);
-	zm_free(&z->mem, &z->param_shard, 0, NULL);
-	zm_free(&z->mem, (void **)&z->grad_full, 0, NULL);
-	zm_free(&z->mem, (void **)&z->grad_shard, 0, NULL);
-	zm_free(&z->mem, &z->dscratch, 0, NULL);
-	zm_gbuf_drain(&z->mem);
+		zfree(z, (void **)&z->state[i], 0, NULL);
+	zfree(z, &z->param_full, 0, NULL);
+	zfree(z, &z->param_shard, 0, NULL);
+	zfree(z, (void **)&z->grad_full, 0, NULL);
+	zfree(z, (void **)&z->grad_shard, 0, NULL);
+	zfree(z, &z->dscratch, 0, NULL);
+	dpg_zmem_gbuf_drain(&z->mem);
 	if (z->mesh)
 		dpg_mesh_destroy(z->mesh);
 	dpg_zlayout_free(&z->L);
@@ -566,8 +571,8 @@ static dpg_status_t publish(struct dpg_zero *z)
 	for (u = 0; u < z->L.nunits; u++) {
 		const struct dpg_zunit *U = &z->L.u[u];
 
-		st = zm(z, "cast", zm_cast(&z->mem, own_piece(z, u), z->state[0] + U->shard_off,
-					    U->shard, &z->merr));
+		st = zm(z, "cast", dpg_zmem_cast(&z->mem, own_piece(z, u),
+						 z->state[0] + U->shard_off, U->shard, &z->merr));
 		if (st != DPG_OK)
 			return st;
 	}
@@ -612,9 +617,9 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 				 0)) != DPG_OK)
 			return st;
 		if (z->o.stage == 3 &&
-		    (st = zm(z, "cast", zm_cast(&z->mem, (char *)z->param_shard +
-						 (U->shard_off + a - lo) * z->ps, dst, b - a,
-						 &z->merr))) != DPG_OK)
+		    (st = zm(z, "cast", dpg_zmem_cast(&z->mem, (char *)z->param_shard +
+						      (U->shard_off + a - lo) * z->ps, dst, b - a,
+						      &z->merr))) != DPG_OK)
 			return st;
 	}
 	if (z->o.stage < 3) {
@@ -665,7 +670,7 @@ static dpg_status_t enqueue(struct dpg_zero *z, int u, const char *op)
 	const struct dpg_zunit *U = &z->L.u[u];
 	dpg_status_t st;
 
-	st = zm(z, op, zm_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, &z->merr));
+	st = zm(z, op, dpg_zmem_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, &z->merr));
 	if (st != DPG_OK)
 		return st;
 	if (!z->pf.running) {
@@ -732,7 +737,7 @@ dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
 	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
 		return DPG_OK;
 	(void)wait_gathered(z, unit);	/* never free under the worker */
-	zm_gbuf_put(&z->mem, &z->u[unit].full, &z->param_bytes);
+	dpg_zmem_gbuf_put(&z->mem, &z->u[unit].full, &z->param_bytes);
 	z->u[unit].gstate = UG_NONE;
 	return DPG_OK;
 }
@@ -818,10 +823,10 @@ static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
 		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
 			    "unit %d is beyond the fixed-point range (|sum| < 2^18): clip or scale "
 			    "the loss, or turn deterministic mode off", u);
-	zm_free(&z->mem, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
+	zfree(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
 	z->u[u].reduced = true;
 	if (z->o.stage > 1)
-		zm_free(&z->mem, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
+		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
 	return DPG_OK;
 }
 
@@ -852,20 +857,20 @@ static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 
 		if ((st = zalloc(z, (void **)&tmp, U->padded * 2, NULL, op)) != DPG_OK)
 			return st;
-		st = zm(z, "bf16", zm_to_bf16(&z->mem, full, tmp, U->padded, &z->merr));
+		st = zm(z, "bf16", dpg_zmem_to_bf16(&z->mem, full, tmp, U->padded, &z->merr));
 		if (st == DPG_OK)
 			st = dpg_reduce_scatter(z->shard, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
 		if (st == DPG_OK && z->rep)
 			st = dpg_allreduce(z->rep, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
 		if (st == DPG_OK)
-			st = zm(z, "bf16", zm_from_bf16(&z->mem, tmp, piece, U->shard, &z->merr));
-		zm_free(&z->mem, (void **)&tmp, 0, NULL);
+			st = zm(z, "bf16", dpg_zmem_from_bf16(&z->mem, tmp, piece, U->shard, &z->merr));
+		zfree(z, (void **)&tmp, 0, NULL);
 	}
 	if (st != DPG_OK)
 		return st;
 	z->u[u].reduced = true;
 	if (z->o.stage > 1)
-		zm_free(&z->mem, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
+		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
 	return DPG_OK;
 }
 
@@ -913,8 +918,8 @@ static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
 	for (u = 0; u < z->L.nunits; u++) {
 		double x;
 
-		st = zm(z, "sumsq", zm_sumsq(&z->mem, grad_piece(z, u), z->L.u[u].shard, &x,
-					     &z->merr));
+		st = zm(z, "sumsq", dpg_zmem_sumsq(&z->mem, grad_piece(z, u), z->L.u[u].shard,
+						   &x, &z->merr));
 		if (st != DPG_OK)
 			return st;
 		s += x;
@@ -947,7 +952,7 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			float *v = z->state[2] + off;
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (zm_gpu(&z->mem))
+			if (dpg_zmem_gpu(&z->mem))
 				rc = dpg_cuda_adamw(p, m, v, g, n, &h, NULL);
 			else
 #endif
@@ -959,14 +964,14 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			};
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (zm_gpu(&z->mem))
+			if (dpg_zmem_gpu(&z->mem))
 				rc = dpg_cuda_sgd(p, m, g, n, &h, NULL);
 			else
 #endif
 				dpg_sgd_update(p, m, g, n, &h);
 		}
 		if (rc != 0)
-			st = zm(z, "zero_step", zm_cuda_err(&z->merr, rc));
+			st = zm(z, "zero_step", dpg_zmem_cuda_err(&z->merr, rc));
 	}
 	return st;
 }
@@ -977,16 +982,15 @@ static dpg_status_t clear_grads(struct dpg_zero *z)
 	int u;
 
 	if (z->o.stage == 1)
-		st = zm(z, "memset", zm_zero(&z->mem, z->grad_full,
-					     z->L.padded_numel * sizeof(float), &z->merr));
+		st = zm(z, "memset", dpg_zmem_zero(&z->mem, z->grad_full,
+						   z->L.padded_numel * sizeof(float), &z->merr));
 	z->det_sumsq = 0;
 	for (u = 0; u < z->L.nunits; u++) {
 		z->u[u].reduced = false;
-		zm_free(&z->mem, (void **)&z->u[u].acc, z->L.u[u].padded * sizeof(int64_t),
-			&z->grad_bytes);
+		zfree(z, (void **)&z->u[u].acc, z->L.u[u].padded * sizeof(int64_t), &z->grad_bytes);
 		if (z->o.stage > 1)
-			zm_free(&z->mem, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
-				&z->grad_bytes);
+			zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
+			      &z->grad_bytes);
 	}
 	return st;
 }
