@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <dpg.h>
+#include <dpg_zero.h>
 
 #include "mlp.h"
 

@@ -4,7 +4,7 @@ noinst_LTLIBRARIES += libdpgtrain.la
 libdpgtrain_la_SOURCES = \
 	lib/train/zlayout.c lib/train/zlayout.h \
 	lib/train/optim.c lib/train/optim.h \
-	lib/train/trainutil.c \
+	lib/train/schedule.c \
 	lib/train/fileio.c lib/train/fileio.h \
 	lib/train/ckpt.c lib/train/ckpt.h \
 	lib/train/detsum.c lib/train/detsum.h \

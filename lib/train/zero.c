@@ -13,7 +13,7 @@
 #include "ckpt.h"
 #include "comm.h"
 #include "detsum.h"
-#include "dpg.h"
+#include "dpg_zero.h"
 #include "optim.h"
 #include "dtype.h"
 #include "runtime.h"
@@ -164,35 +164,6 @@ void dpg_zero_opts_default(dpg_zero_opts_t *o)
 	o->reduce_dtype = DPG_F32;
 	o->accum_steps = 1;
 	o->shard_size = 0;
-}
-
-dpg_status_t dpg_accum_steps(dpg_ctx_t *ctx, long global_batch, long micro_batch,
-			     int dp_size, int *k)
-{
-	long per;
-
-	if (!k || global_batch <= 0 || micro_batch <= 0 || dp_size <= 0) {
-		if (ctx)
-			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld, micro batch %ld "
-				       "and data-parallel size %d must all be positive",
-				       dpg_ctx_who(ctx), global_batch, micro_batch, dp_size);
-		return DPG_ERR_INVALID;
-	}
-	if (micro_batch > global_batch / dp_size || global_batch % dp_size != 0 ||
-	    (global_batch / dp_size) % micro_batch != 0) {
-		if (ctx)
-			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld is not a multiple "
-				       "of micro batch %ld x data-parallel size %d (= %ld): "
-				       "change the global or micro batch", dpg_ctx_who(ctx),
-				       global_batch, micro_batch, dp_size,
-				       micro_batch * (long)dp_size);
-		return DPG_ERR_INVALID;
-	}
-	per = global_batch / dp_size / micro_batch;
-	if (per > INT32_MAX)
-		return DPG_ERR_INVALID;
-	*k = (int)per;
-	return DPG_OK;
 }
 
 static dpg_status_t check_opts(struct dpg_zero *z, const dpg_zero_opts_t *o, int world)
