@@ -1,5 +1,6 @@
 /* zero.c - the sharded data-parallel model (ZeRO stages 1-3): parameter
- * registration, gradient reduction, the optimizer step, gathers, checkpoints. */
+ * registration, gradient reduction, the optimizer step, gathers (state:
+ * zero_impl.h, buffers: zero_mem.c, checkpoints: zero_ckpt.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -19,74 +20,13 @@
 #include "runtime.h"
 #include "zero_cuda.h"
 #include "zero_mem.h"
+#include "zero_impl.h"
 #include "zlayout.h"
-
-/* state of a unit's gathered parameters (stage 3) */
-enum { UG_NONE = 0, UG_QUEUED, UG_READY, UG_FAILED };
-
-struct zunit {
-	void *full;		/* stage 3: gathered parameters (padded) */
-	int gstate;		/* UG_* (under pf.mu once the worker runs) */
-	float *grad;		/* stages 2-3: full gradient (padded), lazily */
-	int64_t *acc;		/* deterministic: fixed-point sum (padded), lazily */
-	bool reduced;		/* reduced in the current optimizer step */
-};
-
-/* The stage-3 prefetcher: one thread gathering units in FIFO order on its
- * own communicator (a duplicate of the shard group). */
-struct prefetch {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool running, stop;
-	int *q;			/* ring of nunits + 1 unit ids */
-	int qh, qt, qcap;
-	dpg_comm_t *comm;
-	dpg_status_t st;	/* first failure */
-	char msg[DPG_ERR_MSG_MAX];
-};
-
-struct dpg_zero {
-	dpg_ctx_t *ctx;
-	dpg_zero_opts_t o;
-	/* groups */
-	dpg_mesh_t *mesh;	/* hybrid sharding only */
-	dpg_comm_t *shard;	/* the shard group */
-	dpg_comm_t *rep;	/* same shard index across groups (NULL: none) */
-	int n, r, nrep;
-	/* registration */
-	int nparams, cap;
-	char (*names)[DPG_ZNAME_MAX];
-	size_t *numel;
-	int *unit;
-	bool committed;
-	struct dpg_zlayout L;
-	size_t ps;		/* bytes of a working parameter */
-	int nstate;		/* master + moments */
-	/* buffers (device memory on the GPU) */
-	void *param_full;	/* stages 1-2: L.padded_numel working parameters */
-	void *param_shard;	/* stage 3: L.shard_numel */
-	float *state[DPG_CKPT_MAX_STATE];	/* master, m / momentum, v */
-	float *grad_full;	/* stage 1: L.padded_numel */
-	float *grad_shard;	/* stages 2-3: L.shard_numel */
-	struct zunit *u;
-	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
-	struct dpg_zmem mem;	/* where the buffers live; stage 3's gather buffer pool */
-	struct dpg_err merr;	/* the last zero_mem failure (main thread only) */
-	struct prefetch pf;
-	/* accounting */
-	size_t param_bytes, grad_bytes, optim_bytes;
-	long micro, step;
-	unsigned __int128 det_sumsq;	/* deterministic: this rank's sum of squares */
-};
 
 /* ------------------------------------------------------------ errors */
 
-static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
-			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
-			 const char *fmt, ...)
+dpg_status_t dpg_zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
+		      const char *fmt, ...)
 {
 	char msg[DPG_ERR_MSG_MAX];
 	va_list ap;
@@ -106,7 +46,7 @@ static dpg_status_t zm(struct dpg_zero *z, const char *op, int rc)
 {
 	if (rc == 0)
 		return DPG_OK;
-	return zerr(z, (dpg_status_t)-rc, op, "%s", z->merr.msg);
+	return dpg_zerr(z, (dpg_status_t)-rc, op, "%s", z->merr.msg);
 }
 
 static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
@@ -121,16 +61,16 @@ static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
 }
 
 /* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
-static dpg_status_t zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
-			  int dir)
+dpg_status_t dpg_zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
+		       int dir)
 {
 	return zm(z, "copy", dpg_zmem_copy(&z->mem, dst, src, bytes, dir, &z->merr));
 }
 
 /* An allreduce of a few host values: through device memory on the GPU
  * (NCCL reduces device buffers only). */
-static dpg_status_t small_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host,
-				    dpg_dtype_t dt, dpg_op_t op)
+dpg_status_t dpg_zsmall_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host,
+				  dpg_dtype_t dt, dpg_op_t op)
 {
 	dpg_status_t st;
 
@@ -139,10 +79,10 @@ static dpg_status_t small_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *
 	if (!z->dscratch &&
 	    (st = zalloc(z, &z->dscratch, 8, NULL, "allreduce")) != DPG_OK)
 		return st;
-	if ((st = zcopy(z, z->dscratch, host, dpg_dtype_size(dt), 0)) != DPG_OK ||
+	if ((st = dpg_zcopy(z, z->dscratch, host, dpg_dtype_size(dt), 0)) != DPG_OK ||
 	    (st = dpg_allreduce(comm, z->dscratch, z->dscratch, 1, dt, op, NULL)) != DPG_OK)
 		return st;
-	return zcopy(z, host, z->dscratch, dpg_dtype_size(dt), 1);
+	return dpg_zcopy(z, host, z->dscratch, dpg_dtype_size(dt), 1);
 }
 
 /* ------------------------------------------------------------ options */
@@ -171,27 +111,27 @@ static dpg_status_t check_opts(struct dpg_zero *z, const dpg_zero_opts_t *o, int
 	const char *op = "zero_create";
 
 	if (o->stage < 1 || o->stage > 3)
-		return zerr(z, DPG_ERR_INVALID, op, "stage %d: expected 1, 2 or 3", o->stage);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "stage %d: expected 1, 2 or 3", o->stage);
 	if (o->optimizer != DPG_OPT_ADAMW && o->optimizer != DPG_OPT_SGD)
-		return zerr(z, DPG_ERR_INVALID, op, "unknown optimizer %d", (int)o->optimizer);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "unknown optimizer %d", (int)o->optimizer);
 	if (o->param_dtype != DPG_F32 && o->param_dtype != DPG_BF16)
-		return zerr(z, DPG_ERR_INVALID, op, "param_dtype must be DPG_F32 or DPG_BF16");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "param_dtype must be DPG_F32 or DPG_BF16");
 	if (o->reduce_dtype != DPG_F32 && o->reduce_dtype != DPG_BF16)
-		return zerr(z, DPG_ERR_INVALID, op, "reduce_dtype must be DPG_F32 or DPG_BF16");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "reduce_dtype must be DPG_F32 or DPG_BF16");
 	if (o->accum_steps < 1)
-		return zerr(z, DPG_ERR_INVALID, op, "accum_steps %d: must be >= 1",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "accum_steps %d: must be >= 1",
 			    o->accum_steps);
 	if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
 	    !(o->eps > 0) || !(o->momentum >= 0 && o->momentum < 1) ||
 	    !(o->weight_decay >= 0) || isnan(o->clip_norm))
-		return zerr(z, DPG_ERR_INVALID, op, "optimizer hyper-parameters out of range "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "optimizer hyper-parameters out of range "
 			    "(need 0 <= beta1, beta2, momentum < 1, eps > 0, weight_decay >= 0)");
 	if (o->deterministic && o->reduce_dtype != DPG_F32)
-		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode sums in fixed point: "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "deterministic mode sums in fixed point: "
 			    "reduce_dtype must be DPG_F32");
 	if (o->shard_size < 0 || o->shard_size > world ||
 	    (o->shard_size > 0 && world % o->shard_size != 0))
-		return zerr(z, DPG_ERR_INVALID, op, "shard_size %d must divide the world size %d "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "shard_size %d must divide the world size %d "
 			    "(0 = the world)", o->shard_size, world);
 	return DPG_OK;
 }
@@ -248,20 +188,20 @@ static dpg_status_t pf_start(struct dpg_zero *z)
 	pf->qcap = z->L.nunits + 1;
 	pf->q = calloc((size_t)pf->qcap, sizeof(*pf->q));
 	if (!pf->q)
-		return zerr(z, DPG_ERR_NOMEM, "zero_commit", "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, "zero_commit", "out of memory");
 	st = dpg_comm_split(z->shard, 0, dpg_comm_rank(z->shard), &pf->comm);
 	if (st != DPG_OK)
 		return st;
 	if (pthread_mutex_init(&pf->mu, NULL) != 0)
-		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_mutex_init failed");
+		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_mutex_init failed");
 	if (pthread_cond_init(&pf->cv, NULL) != 0) {
 		pthread_mutex_destroy(&pf->mu);
-		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_cond_init failed");
+		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_cond_init failed");
 	}
 	if (pthread_create(&pf->th, NULL, pf_main, z) != 0) {
 		pthread_cond_destroy(&pf->cv);
 		pthread_mutex_destroy(&pf->mu);
-		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "cannot start the prefetch thread");
+		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "cannot start the prefetch thread");
 	}
 	pf->running = true;
 	return DPG_OK;
@@ -389,20 +329,20 @@ dpg_status_t dpg_zero_add_param(dpg_zero_t *z, const char *name, size_t numel,
 	if (!z)
 		return DPG_ERR_INVALID;
 	if (z->committed)
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': the model is already committed",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': the model is already committed",
 			    name ? name : "(null)");
 	if (!name || !*name || strlen(name) >= DPG_ZNAME_MAX)
-		return zerr(z, DPG_ERR_INVALID, op, "parameter %d: name must be 1-%d bytes",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "parameter %d: name must be 1-%d bytes",
 			    z->nparams, DPG_ZNAME_MAX - 1);
 	if (numel == 0)
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': zero elements", name);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': zero elements", name);
 	if (unit < 0 || (z->nparams == 0 && unit != 0) ||
 	    (z->nparams > 0 && unit != z->unit[z->nparams - 1] &&
 	     unit != z->unit[z->nparams - 1] + 1))
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': unit %d out of order (units are "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': unit %d out of order (units are "
 			    "0, 1, 2, ... in registration order)", name, unit);
 	if (z->nparams == z->cap && grow(z) != 0)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	snprintf(z->names[z->nparams], DPG_ZNAME_MAX, "%s", name);
 	z->numel[z->nparams] = numel;
 	z->unit[z->nparams] = unit;
@@ -424,20 +364,20 @@ dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 	if (!z)
 		return DPG_ERR_INVALID;
 	if (z->committed)
-		return zerr(z, DPG_ERR_INVALID, op, "already committed");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "already committed");
 	names = calloc((size_t)(z->nparams ? z->nparams : 1), sizeof(*names));
 	if (!names)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	for (i = 0; i < z->nparams; i++)
 		names[i] = z->names[i];
 	if (dpg_zlayout_build(&z->L, z->nparams, names, z->numel, z->unit, z->n, &e) != 0) {
 		free(names);
-		return zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
 	}
 	free(names);
 	z->u = calloc((size_t)z->L.nunits, sizeof(*z->u));
 	if (!z->u)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	sh = z->L.shard_numel;
 	z->mem.gbuf_bytes = z->L.max_unit_padded * z->ps;
 	for (k = 0; k < (size_t)z->nstate; k++)
@@ -494,29 +434,29 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	return DPG_OK;
 }
 
-static dpg_status_t need_committed(struct dpg_zero *z, const char *op)
+dpg_status_t dpg_zneed_committed(struct dpg_zero *z, const char *op)
 {
 	if (!z->committed)
-		return zerr(z, DPG_ERR_INVALID, op, "call dpg_zero_commit first");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "call dpg_zero_commit first");
 	return DPG_OK;
 }
 
 static dpg_status_t check_id(struct dpg_zero *z, int id, const char *op)
 {
-	dpg_status_t st = need_committed(z, op);
+	dpg_status_t st = dpg_zneed_committed(z, op);
 
 	if (st == DPG_OK && (id < 0 || id >= z->L.nparams))
-		return zerr(z, DPG_ERR_INVALID, op, "no parameter %d (%d registered)", id,
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "no parameter %d (%d registered)", id,
 			    z->L.nparams);
 	return st;
 }
 
 static dpg_status_t check_unit(struct dpg_zero *z, int unit, const char *op)
 {
-	dpg_status_t st = need_committed(z, op);
+	dpg_status_t st = dpg_zneed_committed(z, op);
 
 	if (st == DPG_OK && (unit < 0 || unit >= z->L.nunits))
-		return zerr(z, DPG_ERR_INVALID, op, "no unit %d (%d units)", unit, z->L.nunits);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "no unit %d (%d units)", unit, z->L.nunits);
 	return st;
 }
 
@@ -534,7 +474,7 @@ static void *own_piece(struct dpg_zero *z, int u)
 
 /* Working parameters from the master shard: cast the own pieces, then
  * (stages 1-2) all-gather every unit in the shard group. */
-static dpg_status_t publish(struct dpg_zero *z)
+dpg_status_t dpg_zpublish(struct dpg_zero *z)
 {
 	dpg_status_t st;
 	int u;
@@ -574,7 +514,7 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 	if ((st = check_id(z, id, op)) != DPG_OK)
 		return st;
 	if (!values)
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': NULL values", z->L.p[id].name);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': NULL values", z->L.p[id].name);
 	P = &z->L.p[id];
 	U = &z->L.u[P->unit];
 	lo = (size_t)z->r * U->shard;
@@ -584,7 +524,7 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 	if (a < b) {
 		float *dst = z->state[0] + U->shard_off + (a - lo);
 
-		if ((st = zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
+		if ((st = dpg_zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
 				 0)) != DPG_OK)
 			return st;
 		if (z->o.stage == 3 &&
@@ -598,14 +538,14 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 		char *full = (char *)z->param_full + (U->flat_off + P->unit_off) * z->ps;
 
 		if (z->o.param_dtype == DPG_F32) {
-			st = zcopy(z, full, values, P->numel * sizeof(float), 0);
+			st = dpg_zcopy(z, full, values, P->numel * sizeof(float), 0);
 		} else {
 			uint16_t *tmp = malloc(P->numel * sizeof(uint16_t));
 
 			if (!tmp)
-				return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+				return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 			dpg_f32_to_bf16_n(values, tmp, P->numel);
-			st = zcopy(z, full, tmp, P->numel * sizeof(uint16_t), 0);
+			st = dpg_zcopy(z, full, tmp, P->numel * sizeof(uint16_t), 0);
 			free(tmp);
 		}
 	}
@@ -632,7 +572,7 @@ static dpg_status_t pf_failed(struct dpg_zero *z, const char *op)
 {
 	if (z->pf.st != DPG_ERR_INVALID)
 		dpg_ctx_set_failed(z->ctx);
-	return zerr(z, z->pf.st, op, "%s", z->pf.msg);
+	return dpg_zerr(z, z->pf.st, op, "%s", z->pf.msg);
 }
 
 /* Queue unit u's gather (its buffer allocated here, in the main thread). */
@@ -691,7 +631,7 @@ dpg_status_t dpg_zero_gather(dpg_zero_t *z, int unit, int next)
 		return st;
 	if (wait_gathered(z, unit) != UG_READY)
 		return z->pf.running ? pf_failed(z, op) :
-		       zerr(z, DPG_ERR_PEER, op, "unit %d could not be gathered", unit);
+		       dpg_zerr(z, DPG_ERR_PEER, op, "unit %d could not be gathered", unit);
 	if (next >= 0 && next != unit && z->u[next].gstate == UG_NONE)
 		return enqueue(z, next, op);
 	return DPG_OK;
@@ -762,7 +702,7 @@ static dpg_status_t fold_unit(struct dpg_zero *z, int u)
 					  &z->grad_bytes, "zero_step")) != DPG_OK)
 		return st;
 	if (dpg_fix_fold(full, z->u[u].acc, U->padded, &bad) != 0)
-		return zerr(z, DPG_ERR_INVALID, "zero_step", "deterministic mode: gradient value "
+		return dpg_zerr(z, DPG_ERR_INVALID, "zero_step", "deterministic mode: gradient value "
 			    "%g of unit %d is NaN, Inf or beyond the fixed-point range (|sum| < "
 			    "2^18): clip or scale the loss, or turn deterministic mode off", bad, u);
 	return DPG_OK;
@@ -791,7 +731,7 @@ static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
 	if (st != DPG_OK)
 		return st;
 	if (dpg_fix_to_f32(mine, grad_piece(z, u), U->shard, &z->det_sumsq) != 0)
-		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
 			    "unit %d is beyond the fixed-point range (|sum| < 2^18): clip or scale "
 			    "the loss, or turn deterministic mode off", u);
 	zfree(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
@@ -813,7 +753,7 @@ static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 		return reduce_unit_det(z, u);
 	if (!full) {	/* no gradient this step: zeros, but take part */
 		if (z->o.stage == 1)
-			return zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
+			return dpg_zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
 		if ((st = zalloc(z, (void **)&z->u[u].grad, U->padded * sizeof(float),
 				  &z->grad_bytes, op)) != DPG_OK)
 			return st;
@@ -871,7 +811,7 @@ static dpg_status_t grad_norm_det(struct dpg_zero *z, double *norm2)
 	dpg_u128_to_limbs(z->det_sumsq, limbs);
 	z->det_sumsq = 0;
 	for (k = 0; k < 4 && z->n > 1; k++)
-		if ((st = small_allreduce(z, z->shard, &limbs[k], DPG_I64, DPG_SUM)) != DPG_OK)
+		if ((st = dpg_zsmall_allreduce(z, z->shard, &limbs[k], DPG_I64, DPG_SUM)) != DPG_OK)
 			return st;
 	*norm2 = ldexp((double)dpg_u128_from_limbs(limbs), -2 * DPG_FIX_BITS);
 	return DPG_OK;
@@ -895,7 +835,7 @@ static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
 			return st;
 		s += x;
 	}
-	if (z->n > 1 && (st = small_allreduce(z, z->shard, &s, DPG_F64, DPG_SUM)) != DPG_OK)
+	if (z->n > 1 && (st = dpg_zsmall_allreduce(z, z->shard, &s, DPG_F64, DPG_SUM)) != DPG_OK)
 		return st;
 	*norm2 = s;
 	return DPG_OK;
@@ -947,7 +887,7 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 	return st;
 }
 
-static dpg_status_t clear_grads(struct dpg_zero *z)
+dpg_status_t dpg_zclear_grads(struct dpg_zero *z)
 {
 	dpg_status_t st = DPG_OK;
 	int u;
@@ -975,10 +915,10 @@ dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	if ((st = need_committed(z, op)) != DPG_OK)
+	if ((st = dpg_zneed_committed(z, op)) != DPG_OK)
 		return st;
 	if (!isfinite(lr) || lr < 0)
-		return zerr(z, DPG_ERR_INVALID, op, "learning rate %g: must be finite and >= 0",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "learning rate %g: must be finite and >= 0",
 			    (double)lr);
 	if (stats)
 		memset(stats, 0, sizeof(*stats));
@@ -1003,16 +943,16 @@ dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
 	if (z->o.clip_norm > 0 && norm > z->o.clip_norm)
 		clip = z->o.clip_norm / (norm + 1e-6);
 	if (!isfinite(norm))
-		return zerr(z, DPG_ERR_INVALID, op, "step %ld: the gradient norm is %g "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "step %ld: the gradient norm is %g "
 			    "(NaN or Inf in the gradients): parameters left unchanged",
 			    z->step + 1, norm);
 	if ((st = update(z, lr, (float)(base * clip))) != DPG_OK)
 		return st;
-	if ((st = clear_grads(z)) != DPG_OK)
+	if ((st = dpg_zclear_grads(z)) != DPG_OK)
 		return st;
 	z->micro = 0;
 	z->step++;
-	if ((st = publish(z)) != DPG_OK)
+	if ((st = dpg_zpublish(z)) != DPG_OK)
 		return st;
 	if (stats) {
 		stats->stepped = 1;
@@ -1035,170 +975,4 @@ dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem)
 	mem->padded_numel = z->L.padded_numel;
 	mem->shard_numel = z->L.shard_numel;
 	return DPG_OK;
-}
-
-/* ------------------------------------------------------------ checkpoints */
-
-/* Agree on success: every rank passes its own status, all get the worst
- * (the first rank's message stays in each failing rank's context). */
-static dpg_status_t agree(struct dpg_zero *z, dpg_status_t mine, const char *op)
-{
-	char saved[DPG_ERR_MSG_MAX];
-	int32_t v = (int32_t)mine;
-	dpg_status_t st;
-
-	if (dpg_world_size(z->ctx) == 1)
-		return mine;
-	/* the allreduce clears the context's message: keep this rank's */
-	snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
-	st = small_allreduce(z, dpg_world(z->ctx), &v, DPG_I32, DPG_MAX);
-	if (st != DPG_OK) {
-		snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
-		return zerr(z, st, op, "agreeing on the outcome: %s", saved);
-	}
-	if (mine != DPG_OK)
-		dpg_ctx_seterr(z->ctx, "%s", saved);
-	if (v != DPG_OK && mine == DPG_OK)
-		return zerr(z, (dpg_status_t)v, op, "another rank failed (%s); see its log",
-			    dpg_strerror((dpg_status_t)v));
-	return mine;
-}
-
-/* Copy this rank's state arrays to host memory (GPU) or alias them. */
-static dpg_status_t host_state(struct dpg_zero *z, float **h, bool *owned, int dir)
-{
-	size_t bytes = z->L.shard_numel * sizeof(float);
-	dpg_status_t st;
-	int k;
-
-	*owned = z->mem.on_gpu;
-	for (k = 0; k < z->nstate; k++) {
-		if (!z->mem.on_gpu) {
-			h[k] = z->state[k];
-			continue;
-		}
-		h[k] = malloc(bytes ? bytes : 1);
-		if (!h[k])
-			return zerr(z, DPG_ERR_NOMEM, "zero_save", "out of memory");
-		if (dir == 1 && (st = zcopy(z, h[k], z->state[k], bytes, 1)) != DPG_OK)
-			return st;
-	}
-	return DPG_OK;
-}
-
-static void free_host_state(struct dpg_zero *z, float **h, bool owned)
-{
-	int k;
-
-	for (k = 0; owned && k < z->nstate; k++)
-		free(h[k]);
-}
-
-dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
-			   size_t extra_len)
-{
-	const char *op = "zero_save";
-	float *h[DPG_CKPT_MAX_STATE] = { NULL };
-	struct dpg_err e = { { 0 } };
-	bool owned = false, writer;
-	dpg_status_t st = DPG_OK;
-
-	if (!z)
-		return DPG_ERR_INVALID;
-	if ((st = need_committed(z, op)) != DPG_OK)
-		return st;
-	if (!dir || !*dir || (extra_len > 0 && !extra))
-		return zerr(z, DPG_ERR_INVALID, op, "no directory, or extra bytes without a buffer");
-	if (z->micro != 0)
-		return zerr(z, DPG_ERR_INVALID, op, "in the middle of an accumulation (%ld of %d "
-			    "micro-steps done): save after dpg_zero_step updated the parameters",
-			    z->micro, z->o.accum_steps);
-	writer = z->rep == NULL || dpg_mesh_coord(z->mesh, 0) == 0;
-	if (writer) {
-		if (dpg_ckpt_prepare(dir, z->step, &e) != 0)
-			st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-		if (st == DPG_OK)
-			st = host_state(z, h, &owned, 1);
-		if (st == DPG_OK && dpg_ckpt_write_shard(dir, z->step, &z->L, z->r, z->nstate,
-							 h, &e) != 0)
-			st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-		free_host_state(z, h, owned);
-	}
-	if ((st = agree(z, st, op)) != DPG_OK)
-		return st;
-	/* every shard is on disk: what a killed writer left behind can go */
-	if (dpg_rank(z->ctx) == 0)
-		dpg_ckpt_clean_tmp(dir, z->step);
-	if (dpg_rank(z->ctx) == 0 && dpg_ckpt_commit(dir, z->step, &z->L, (int)z->o.optimizer,
-						    z->nstate, extra, extra_len, &e) != 0)
-		st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-	return agree(z, st, op);
-}
-
-static dpg_status_t load_local(struct dpg_zero *z, const char *dir,
-			       struct dpg_ckpt_meta *meta)
-{
-	const char *op = "zero_load";
-	float *h[DPG_CKPT_MAX_STATE] = { NULL };
-	struct dpg_err e = { { 0 } };
-	bool owned = false;
-	dpg_status_t st;
-	int k;
-
-	if (dpg_ckpt_read_meta(dir, meta, &e) != 0)
-		return zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
-	if (meta->optimizer != (int)z->o.optimizer)
-		return zerr(z, DPG_ERR_INVALID, op, "checkpoint %s was saved with the %s "
-			    "optimizer, this run uses %s", meta->stepdir,
-			    meta->optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD",
-			    z->o.optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD");
-	if ((st = host_state(z, h, &owned, 0)) != DPG_OK) {
-		free_host_state(z, h, owned);
-		return st;
-	}
-	if (dpg_ckpt_read_shard(meta, &z->L, z->r, z->nstate, h, &e) != 0)
-		st = zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
-	for (k = 0; owned && st == DPG_OK && k < z->nstate; k++)
-		st = zcopy(z, z->state[k], h[k], z->L.shard_numel * sizeof(float), 0);
-	free_host_state(z, h, owned);
-	return st;
-}
-
-dpg_status_t dpg_zero_load(dpg_zero_t *z, const char *dir, void *extra,
-			   size_t extra_cap, size_t *extra_len)
-{
-	const char *op = "zero_load";
-	struct dpg_ckpt_meta meta;
-	dpg_status_t st;
-	long step = 0;
-
-	if (!z)
-		return DPG_ERR_INVALID;
-	if ((st = need_committed(z, op)) != DPG_OK)
-		return st;
-	if (!dir || !*dir)
-		return zerr(z, DPG_ERR_INVALID, op, "no directory");
-	memset(&meta, 0, sizeof(meta));
-	st = load_local(z, dir, &meta);
-	if (st == DPG_OK && meta.extra_len > 0 && meta.extra_len > extra_cap)
-		st = zerr(z, DPG_ERR_INVALID, op, "checkpoint %s holds %zu extra bytes, the "
-			  "buffer has room for %zu", meta.stepdir, meta.extra_len, extra_cap);
-	if (st == DPG_OK) {
-		if (meta.extra_len > 0)
-			memcpy(extra, meta.extra, meta.extra_len);
-		if (extra_len)
-			*extra_len = meta.extra_len;
-		step = meta.step;
-	}
-	dpg_ckpt_meta_free(&meta);
-	if ((st = agree(z, st, op)) != DPG_OK)
-		return st;
-	z->step = step;
-	z->micro = 0;
-	if ((st = clear_grads(z)) != DPG_OK)
-		return st;
-	for (int u = 0; u < z->L.nunits; u++)
-		if ((st = dpg_zero_release(z, u)) != DPG_OK)
-			return st;
-	return publish(z);
 }
