@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dpg.h"
+#include "dpg_zero.h"
 
 static double now_ms(void)
 {

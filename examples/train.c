@@ -29,13 +29,13 @@
 #include <string.h>
 #include <time.h>
 
-#include <dpg.h>
+#include <dpg_zero.h>
 
 #include "mlp.h"
 
 #define EXIT_USAGE 2
 
-/* ------------------------------------------------------------ options */
+/* ------------------------------------------------------------ the run's options */
 
 struct cfg {
 	long steps, global_batch, micro_batch;
@@ -57,256 +57,9 @@ struct cfg {
 	int seed_given;
 };
 
-static void cfg_default(struct cfg *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->steps = 100;
-	c->global_batch = 64;
-	c->micro_batch = 8;
-	c->stage = 1;
-	c->optimizer = DPG_OPT_ADAMW;
-	c->lr = 3e-3f;
-	c->warmup = 10;
-	c->clip = 0.0f;
-	c->seed = 1;
-	c->samples = 8192;
-	c->log_every = 10;
-	c->param_dtype = DPG_F32;
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: train [options]   (joins the job from its environment: srun, torchrun names, or alone)\n"
-		"  --steps N            optimizer steps (default 100)\n"
-		"  --global-batch G     samples per optimizer step over all ranks (default 64)\n"
-		"  --micro-batch B      samples per forward/backward (default 8); G must be a\n"
-		"                       multiple of B x world: k = G / (B x world) accumulation steps\n"
-		"  --stage 1|2|3        ZeRO stage (default 1)\n"
-		"  --optimizer adamw|sgd  (default adamw; sgd uses momentum 0.9)\n"
-		"  --lr X               peak learning rate (default 3e-3); cosine decay to lr/10\n"
-		"  --warmup N           linear warm-up steps (default 10)\n"
-		"  --clip X             clip the global gradient norm to X (default 0 = off)\n"
-		"  --seed N             data, shuffle and initialization seed (default 1)\n"
-		"  --samples N          dataset size (default 8192)\n"
-		"  --ckpt-dir DIR       checkpoint directory\n"
-		"  --save-every N       save a checkpoint every N steps (needs --ckpt-dir; 0 = never)\n"
-		"  --resume             continue from DIR/latest of --ckpt-dir\n"
-		"  --log-every N        rank 0 logs every N steps (default 10)\n"
-		"  --param-dtype f32|bf16  working parameters (default f32; master copy is fp32)\n"
-		"  --shard-size N       ranks per shard group (default 0 = the world; a divisor\n"
-		"                       of the world = hybrid sharding)\n"
-		"  --deterministic      bitwise-identical results at any world size for the same\n"
-		"                       --micro-batch (fixed-point gradient sums; CPU backend)\n"
-		"  --print-params FILE  rank 0 writes the final parameters as raw float32 (host byte\n"
-		"                       order, tensors l1.weight l1.bias l2.weight l2.bias l3.weight l3.bias)\n"
-		"  --stop-after N       stop after step N as if interrupted (the schedule still spans --steps)\n"
-		"  --help               this text\n");
-}
-
-/* An integer in [lo, hi] for flag, or a one-line error and -1. */
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-	char *end = NULL;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-		fprintf(stderr, "train: %s '%s': expected an integer from %ld to %ld\n", flag, s,
-			lo, hi);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-/* A finite number in [lo, hi] for flag, or a one-line error and -1. */
-static int parse_float(const char *flag, const char *s, double lo, double hi, float *out)
-{
-	char *end = NULL;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < lo || v > hi) {
-		fprintf(stderr, "train: %s '%s': expected a number from %g to %g\n", flag, s, lo,
-			hi);
-		return -1;
-	}
-	*out = (float)v;
-	return 0;
-}
-
-static int parse_seed(const char *s, uint64_t *out)
-{
-	char *end = NULL;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || s[0] == '+') {
-		fprintf(stderr, "train: --seed '%s': expected an integer from 0 to %" PRIu64 "\n",
-			s, UINT64_MAX);
-		return -1;
-	}
-	*out = (uint64_t)v;
-	return 0;
-}
-
-static int parse_word(const char *flag, const char *s, const char *a, const char *b)
-{
-	if (strcmp(s, a) == 0)
-		return 0;
-	if (strcmp(s, b) == 0)
-		return 1;
-	fprintf(stderr, "train: %s '%s': expected %s or %s\n", flag, s, a, b);
-	return -1;
-}
-
-enum {
-	O_STEPS = 256, O_GB, O_MB, O_STAGE, O_OPT, O_LR, O_WARMUP, O_CLIP, O_SEED,
-	O_SAMPLES, O_CKPT, O_SAVE, O_RESUME, O_LOG, O_DTYPE, O_SHARD, O_PRINT, O_STOP, O_DET,
-	O_HELP,
-};
-
-static const struct option long_opts[] = {
-	{ "steps", required_argument, NULL, O_STEPS },
-	{ "global-batch", required_argument, NULL, O_GB },
-	{ "micro-batch", required_argument, NULL, O_MB },
-	{ "stage", required_argument, NULL, O_STAGE },
-	{ "optimizer", required_argument, NULL, O_OPT },
-	{ "lr", required_argument, NULL, O_LR },
-	{ "warmup", required_argument, NULL, O_WARMUP },
-	{ "clip", required_argument, NULL, O_CLIP },
-	{ "seed", required_argument, NULL, O_SEED },
-	{ "samples", required_argument, NULL, O_SAMPLES },
-	{ "ckpt-dir", required_argument, NULL, O_CKPT },
-	{ "save-every", required_argument, NULL, O_SAVE },
-	{ "resume", no_argument, NULL, O_RESUME },
-	{ "log-every", required_argument, NULL, O_LOG },
-	{ "param-dtype", required_argument, NULL, O_DTYPE },
-	{ "shard-size", required_argument, NULL, O_SHARD },
-	{ "print-params", required_argument, NULL, O_PRINT },
-	{ "stop-after", required_argument, NULL, O_STOP },
-	{ "deterministic", no_argument, NULL, O_DET },
-	{ "help", no_argument, NULL, O_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
-/* One option into c: 0, or -1 after a one-line error. */
-static int apply_opt(struct cfg *c, int opt, const char *arg)
-{
-	long v = 0;
-	int w;
-
-	switch (opt) {
-	case O_STEPS: return parse_long("--steps", arg, 1, 100000000L, &c->steps);
-	case O_GB: return parse_long("--global-batch", arg, 1, 1L << 30, &c->global_batch);
-	case O_MB: return parse_long("--micro-batch", arg, 1, 1L << 20, &c->micro_batch);
-	case O_STAGE:
-		if (parse_long("--stage", arg, 1, 3, &v) != 0)
-			return -1;
-		c->stage = (int)v;
-		return 0;
-	case O_OPT:
-		if ((w = parse_word("--optimizer", arg, "adamw", "sgd")) < 0)
-			return -1;
-		c->optimizer = w == 0 ? DPG_OPT_ADAMW : DPG_OPT_SGD;
-		return 0;
-	case O_LR: return parse_float("--lr", arg, 1e-12, 1e3, &c->lr);
-	case O_WARMUP: return parse_long("--warmup", arg, 0, 100000000L, &c->warmup);
-	case O_CLIP: return parse_float("--clip", arg, 0.0, 1e30, &c->clip);
-	case O_SEED:
-		c->seed_given = 1;
-		return parse_seed(arg, &c->seed);
-	case O_SAMPLES: return parse_long("--samples", arg, 1, 1L << 40, &c->samples);
-	case O_CKPT:
-		if (arg[0] == '\0') {
-			fprintf(stderr, "train: --ckpt-dir '': expected a directory name\n");
-			return -1;
-		}
-		c->ckpt_dir = arg;
-		return 0;
-	case O_SAVE: return parse_long("--save-every", arg, 0, 100000000L, &c->save_every);
-	case O_RESUME: c->resume = 1; return 0;
-	case O_DET: c->deterministic = 1; return 0;
-	case O_LOG: return parse_long("--log-every", arg, 1, 100000000L, &c->log_every);
-	case O_DTYPE:
-		if ((w = parse_word("--param-dtype", arg, "f32", "bf16")) < 0)
-			return -1;
-		c->param_dtype = w == 0 ? DPG_F32 : DPG_BF16;
-		return 0;
-	case O_SHARD:
-		if (parse_long("--shard-size", arg, 0, 1L << 20, &v) != 0)
-			return -1;
-		c->shard_size = (int)v;
-		return 0;
-	case O_PRINT:
-		if (arg[0] == '\0') {
-			fprintf(stderr, "train: --print-params '': expected a file name\n");
-			return -1;
-		}
-		c->print_params = arg;
-		return 0;
-	case O_STOP: return parse_long("--stop-after", arg, 1, 100000000L, &c->stop_after);
-	default: return -1;
-	}
-}
-
-/* Checks between flags: 0, or -1 after a one-line error. */
-static int check_cfg(const struct cfg *c)
-{
-	if (c->global_batch > c->samples) {
-		fprintf(stderr, "train: --global-batch %ld is larger than --samples %ld: use a "
-			"global batch of at most the dataset size\n", c->global_batch, c->samples);
-		return -1;
-	}
-	if ((c->save_every > 0 || c->resume) && c->ckpt_dir == NULL) {
-		fprintf(stderr, "train: --%s needs --ckpt-dir DIR\n",
-			c->resume ? "resume" : "save-every");
-		return -1;
-	}
-	if (c->stop_after > c->steps) {
-		fprintf(stderr, "train: --stop-after %ld is beyond --steps %ld: use a step from 1 "
-			"to %ld\n", c->stop_after, c->steps, c->steps);
-		return -1;
-	}
-	return 0;
-}
-
-/* 0 run, 1 --help shown, -1 error shown. */
-static int parse_args(int argc, char **argv, struct cfg *c)
-{
-	int opt;
-
-	cfg_default(c);
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
-		if (opt == O_HELP) {
-			usage(stdout);
-			return 1;
-		}
-		if (opt == ':') {
-			fprintf(stderr, "train: %s needs a value: see train --help\n",
-				argv[optind - 1]);
-			return -1;
-		}
-		if (opt == '?') {
-			fprintf(stderr, "train: unknown option '%s': see train --help\n",
-				argv[optind - 1]);
-			return -1;
-		}
-		if (apply_opt(c, opt, optarg) != 0)
-			return -1;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "train: unexpected argument '%s': see train --help\n", argv[optind]);
-		return -1;
-	}
-	return check_cfg(c);
-}
+/* The command line (at the end of this file, after the training story):
+ * 0 run, 1 --help shown, -1 error shown. */
+static int parse_args(int argc, char **argv, struct cfg *c);
 
 /* ------------------------------------------------------------ the trainer */
 
@@ -833,4 +586,257 @@ int main(int argc, char **argv)
 		rc = 1;
 	}
 	return rc;
+}
+
+/* ------------------------------------------------------------ the command line */
+
+static void cfg_default(struct cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->steps = 100;
+	c->global_batch = 64;
+	c->micro_batch = 8;
+	c->stage = 1;
+	c->optimizer = DPG_OPT_ADAMW;
+	c->lr = 3e-3f;
+	c->warmup = 10;
+	c->clip = 0.0f;
+	c->seed = 1;
+	c->samples = 8192;
+	c->log_every = 10;
+	c->param_dtype = DPG_F32;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: train [options]   (joins the job from its environment: srun, torchrun names, or alone)\n"
+		"  --steps N            optimizer steps (default 100)\n"
+		"  --global-batch G     samples per optimizer step over all ranks (default 64)\n"
+		"  --micro-batch B      samples per forward/backward (default 8); G must be a\n"
+		"                       multiple of B x world: k = G / (B x world) accumulation steps\n"
+		"  --stage 1|2|3        ZeRO stage (default 1)\n"
+		"  --optimizer adamw|sgd  (default adamw; sgd uses momentum 0.9)\n"
+		"  --lr X               peak learning rate (default 3e-3); cosine decay to lr/10\n"
+		"  --warmup N           linear warm-up steps (default 10)\n"
+		"  --clip X             clip the global gradient norm to X (default 0 = off)\n"
+		"  --seed N             data, shuffle and initialization seed (default 1)\n"
+		"  --samples N          dataset size (default 8192)\n"
+		"  --ckpt-dir DIR       checkpoint directory\n"
+		"  --save-every N       save a checkpoint every N steps (needs --ckpt-dir; 0 = never)\n"
+		"  --resume             continue from DIR/latest of --ckpt-dir\n"
+		"  --log-every N        rank 0 logs every N steps (default 10)\n"
+		"  --param-dtype f32|bf16  working parameters (default f32; master copy is fp32)\n"
+		"  --shard-size N       ranks per shard group (default 0 = the world; a divisor\n"
+		"                       of the world = hybrid sharding)\n"
+		"  --deterministic      bitwise-identical results at any world size for the same\n"
+		"                       --micro-batch (fixed-point gradient sums; CPU backend)\n"
+		"  --print-params FILE  rank 0 writes the final parameters as raw float32 (host byte\n"
+		"                       order, tensors l1.weight l1.bias l2.weight l2.bias l3.weight l3.bias)\n"
+		"  --stop-after N       stop after step N as if interrupted (the schedule still spans --steps)\n"
+		"  --help               this text\n");
+}
+
+/* An integer in [lo, hi] for flag, or a one-line error and -1. */
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+		fprintf(stderr, "train: %s '%s': expected an integer from %ld to %ld\n", flag, s,
+			lo, hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* A finite number in [lo, hi] for flag, or a one-line error and -1. */
+static int parse_float(const char *flag, const char *s, double lo, double hi, float *out)
+{
+	char *end = NULL;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < lo || v > hi) {
+		fprintf(stderr, "train: %s '%s': expected a number from %g to %g\n", flag, s, lo,
+			hi);
+		return -1;
+	}
+	*out = (float)v;
+	return 0;
+}
+
+static int parse_seed(const char *s, uint64_t *out)
+{
+	char *end = NULL;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || s[0] == '+') {
+		fprintf(stderr, "train: --seed '%s': expected an integer from 0 to %" PRIu64 "\n",
+			s, UINT64_MAX);
+		return -1;
+	}
+	*out = (uint64_t)v;
+	return 0;
+}
+
+static int parse_word(const char *flag, const char *s, const char *a, const char *b)
+{
+	if (strcmp(s, a) == 0)
+		return 0;
+	if (strcmp(s, b) == 0)
+		return 1;
+	fprintf(stderr, "train: %s '%s': expected %s or %s\n", flag, s, a, b);
+	return -1;
+}
+
+enum {
+	O_STEPS = 256, O_GB, O_MB, O_STAGE, O_OPT, O_LR, O_WARMUP, O_CLIP, O_SEED,
+	O_SAMPLES, O_CKPT, O_SAVE, O_RESUME, O_LOG, O_DTYPE, O_SHARD, O_PRINT, O_STOP, O_DET,
+	O_HELP,
+};
+
+static const struct option long_opts[] = {
+	{ "steps", required_argument, NULL, O_STEPS },
+	{ "global-batch", required_argument, NULL, O_GB },
+	{ "micro-batch", required_argument, NULL, O_MB },
+	{ "stage", required_argument, NULL, O_STAGE },
+	{ "optimizer", required_argument, NULL, O_OPT },
+	{ "lr", required_argument, NULL, O_LR },
+	{ "warmup", required_argument, NULL, O_WARMUP },
+	{ "clip", required_argument, NULL, O_CLIP },
+	{ "seed", required_argument, NULL, O_SEED },
+	{ "samples", required_argument, NULL, O_SAMPLES },
+	{ "ckpt-dir", required_argument, NULL, O_CKPT },
+	{ "save-every", required_argument, NULL, O_SAVE },
+	{ "resume", no_argument, NULL, O_RESUME },
+	{ "log-every", required_argument, NULL, O_LOG },
+	{ "param-dtype", required_argument, NULL, O_DTYPE },
+	{ "shard-size", required_argument, NULL, O_SHARD },
+	{ "print-params", required_argument, NULL, O_PRINT },
+	{ "stop-after", required_argument, NULL, O_STOP },
+	{ "deterministic", no_argument, NULL, O_DET },
+	{ "help", no_argument, NULL, O_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* One option into c: 0, or -1 after a one-line error. */
+static int apply_opt(struct cfg *c, int opt, const char *arg)
+{
+	long v = 0;
+	int w;
+
+	switch (opt) {
+	case O_STEPS: return parse_long("--steps", arg, 1, 100000000L, &c->steps);
+	case O_GB: return parse_long("--global-batch", arg, 1, 1L << 30, &c->global_batch);
+	case O_MB: return parse_long("--micro-batch", arg, 1, 1L << 20, &c->micro_batch);
+	case O_STAGE:
+		if (parse_long("--stage", arg, 1, 3, &v) != 0)
+			return -1;
+		c->stage = (int)v;
+		return 0;
+	case O_OPT:
+		if ((w = parse_word("--optimizer", arg, "adamw", "sgd")) < 0)
+			return -1;
+		c->optimizer = w == 0 ? DPG_OPT_ADAMW : DPG_OPT_SGD;
+		return 0;
+	case O_LR: return parse_float("--lr", arg, 1e-12, 1e3, &c->lr);
+	case O_WARMUP: return parse_long("--warmup", arg, 0, 100000000L, &c->warmup);
+	case O_CLIP: return parse_float("--clip", arg, 0.0, 1e30, &c->clip);
+	case O_SEED:
+		c->seed_given = 1;
+		return parse_seed(arg, &c->seed);
+	case O_SAMPLES: return parse_long("--samples", arg, 1, 1L << 40, &c->samples);
+	case O_CKPT:
+		if (arg[0] == '\0') {
+			fprintf(stderr, "train: --ckpt-dir '': expected a directory name\n");
+			return -1;
+		}
+		c->ckpt_dir = arg;
+		return 0;
+	case O_SAVE: return parse_long("--save-every", arg, 0, 100000000L, &c->save_every);
+	case O_RESUME: c->resume = 1; return 0;
+	case O_DET: c->deterministic = 1; return 0;
+	case O_LOG: return parse_long("--log-every", arg, 1, 100000000L, &c->log_every);
+	case O_DTYPE:
+		if ((w = parse_word("--param-dtype", arg, "f32", "bf16")) < 0)
+			return -1;
+		c->param_dtype = w == 0 ? DPG_F32 : DPG_BF16;
+		return 0;
+	case O_SHARD:
+		if (parse_long("--shard-size", arg, 0, 1L << 20, &v) != 0)
+			return -1;
+		c->shard_size = (int)v;
+		return 0;
+	case O_PRINT:
+		if (arg[0] == '\0') {
+			fprintf(stderr, "train: --print-params '': expected a file name\n");
+			return -1;
+		}
+		c->print_params = arg;
+		return 0;
+	case O_STOP: return parse_long("--stop-after", arg, 1, 100000000L, &c->stop_after);
+	default: return -1;
+	}
+}
+
+/* Checks between flags: 0, or -1 after a one-line error. */
+static int check_cfg(const struct cfg *c)
+{
+	if (c->global_batch > c->samples) {
+		fprintf(stderr, "train: --global-batch %ld is larger than --samples %ld: use a "
+			"global batch of at most the dataset size\n", c->global_batch, c->samples);
+		return -1;
+	}
+	if ((c->save_every > 0 || c->resume) && c->ckpt_dir == NULL) {
+		fprintf(stderr, "train: --%s needs --ckpt-dir DIR\n",
+			c->resume ? "resume" : "save-every");
+		return -1;
+	}
+	if (c->stop_after > c->steps) {
+		fprintf(stderr, "train: --stop-after %ld is beyond --steps %ld: use a step from 1 "
+			"to %ld\n", c->stop_after, c->steps, c->steps);
+		return -1;
+	}
+	return 0;
+}
+
+/* 0 run, 1 --help shown, -1 error shown. */
+static int parse_args(int argc, char **argv, struct cfg *c)
+{
+	int opt;
+
+	cfg_default(c);
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+		if (opt == O_HELP) {
+			usage(stdout);
+			return 1;
+		}
+		if (opt == ':') {
+			fprintf(stderr, "train: %s needs a value: see train --help\n",
+				argv[optind - 1]);
+			return -1;
+		}
+		if (opt == '?') {
+			fprintf(stderr, "train: unknown option '%s': see train --help\n",
+				argv[optind - 1]);
+			return -1;
+		}
+		if (apply_opt(c, opt, optarg) != 0)
+			return -1;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "train: unexpected argument '%s': see train --help\n", argv[optind]);
+		return -1;
+	}
+	return check_cfg(c);
 }

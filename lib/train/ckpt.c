@@ -1,10 +1,9 @@
 /* ckpt.c - sharded checkpoints on disk: the versioned, checksummed meta and
- * shard-RRRRR formats, atomic writes, the latest pointer, resharding reads. */
+ * shard-RRRRR formats, the latest pointer, resharding reads (files: fileio.c). */
 #include "ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +13,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "fileio.h"
+#include "le.h"
 #include "sha256.h"
 
 /*
@@ -44,7 +45,7 @@
 #define CK_MAGIC_SHARD "DPGCSHRD"
 #define CK_MAGIC_LEN 8
 #define CK_SHA DPG_SHA256_LEN
-#define CK_PATH_MAX 4096
+#define CK_PATH_MAX DPG_FIO_PATH_MAX
 #define CK_MAX_RANKS (1 << 20)
 #define CK_MAX_PARAMS (1 << 20)
 #define CK_MAX_EXTRA ((size_t)64 << 20)
@@ -56,329 +57,7 @@
 #define CK_SHARD_HDR 36
 #define CK_RANGE_REC 16
 #define CK_LATEST_MAX 64
-/* I/O buffer; deliberately not a multiple of 4 so that buffer edges split
- * floats and the carry-over path runs in every multi-buffer read. */
-#define CK_IOBUF (64 * 1024 + 2)
-
-/* ---------------------------------------------------------------- bytes */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	int i;
-
-	for (i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
-static void encode_floats(unsigned char *p, const float *src, size_t n)
-{
-	size_t i;
-	uint32_t v;
-
-	for (i = 0; i < n; i++) {
-		memcpy(&v, &src[i], sizeof(v));
-		put32(p + 4 * i, v);
-	}
-}
-
-static void decode_floats(float *dst, const unsigned char *p, size_t n)
-{
-	size_t i;
-	uint32_t v;
-
-	for (i = 0; i < n; i++) {
-		v = get32(p + 4 * i);
-		memcpy(&dst[i], &v, sizeof(v));
-	}
-}
-
-/* ---------------------------------------------------------------- syscalls */
-
-static int write_full(int fd, const void *buf, size_t n)
-{
-	const unsigned char *p = buf;
-
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		if (w == 0) {
-			errno = EIO;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Read n bytes at off (off < 0: at the file position), fewer only at end of
- * file (*got says how many). */
-static int pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
-{
-	unsigned char *p = buf;
-
-	*got = 0;
-	while (*got < n) {
-		ssize_t r = off < 0 ? read(fd, p + *got, n - *got) :
-				      pread(fd, p + *got, n - *got, off + (off_t)*got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			break;
-		*got += (size_t)r;
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *buf, size_t n, size_t *got)
-{
-	return pread_full(fd, buf, n, -1, got);
-}
-
-static int fsync_retry(int fd)
-{
-	while (fsync(fd) != 0) {
-		if (errno != EINTR)
-			return -1;
-	}
-	return 0;
-}
-
-/* Make dir's entries durable.  EINVAL: the file system cannot sync a
- * directory (nothing more to do there). */
-static int fsync_dir(const char *dir, struct dpg_err *err)
-{
-	int fd, e;
-
-	do {
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	} while (fd < 0 && errno == EINTR);
-	if (fd < 0)
-		return dpg_errf(err, "%s: cannot open the directory to sync it: %s", dir,
-				strerror(errno));
-	if (fsync_retry(fd) != 0 && errno != EINVAL) {
-		e = errno;
-		(void)close(fd);
-		return dpg_errf(err, "%s: fsync of the directory failed: %s", dir, strerror(e));
-	}
-	if (close(fd) != 0)
-		return dpg_errf(err, "%s: close of the directory failed: %s", dir,
-				strerror(errno));
-	return 0;
-}
-
-static int open_read(const char *path)
-{
-	int fd;
-
-	do {	/* O_NONBLOCK: a FIFO under a checkpoint name must not block us */
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	} while (fd < 0 && errno == EINTR);
-	return fd;
-}
-
-/* A read-only descriptor: nothing can be lost at close, so its result is
- * of no use. */
-static void close_read(int fd)
-{
-	(void)close(fd);
-}
-
-static int path_join(char *buf, size_t len, const char *a, const char *b,
-		     struct dpg_err *err)
-{
-	int n = snprintf(buf, len, "%s/%s", a, b);
-
-	if (n < 0 || (size_t)n >= len)
-		return dpg_errf(err, "checkpoint path %s/%s is longer than %zu bytes; "
-				"use a shorter directory", a, b, len - 1);
-	return 0;
-}
-
-/* ---------------------------------------------------------------- atomic writer */
-
-/* NAME.tmp.PID, written through a buffer that hashes what passes. */
-struct wfile {
-	const char *dir;		/* NAME's directory (synced after rename) */
-	char path[CK_PATH_MAX];		/* NAME */
-	char tmp[CK_PATH_MAX];		/* NAME.tmp.PID */
-	int fd;
-	int created;			/* tmp exists and is ours to remove */
-	struct dpg_sha256 sha;
-	unsigned char *buf;		/* CK_IOBUF bytes, owned */
-	size_t len;
-};
-
-static int wf_create(struct wfile *w, struct dpg_err *err)
-{
-	int tries = 0, e;
-
-	for (;;) {
-		w->fd = open(w->tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-		if (w->fd >= 0)
-			break;
-		e = errno;
-		if (e == EINTR)
-			continue;
-		/* NAME.tmp.<our pid>: left by a crashed process that had our pid
-		 * (one writer per NAME), so it is stale. */
-		if (e == EEXIST && tries++ == 0 && unlink(w->tmp) == 0)
-			continue;
-		return dpg_errf(err, "%s: cannot create: %s", w->tmp, strerror(e));
-	}
-	w->created = 1;
-	return 0;
-}
-
-static int wf_open(struct wfile *w, const char *dir, const char *name,
-		   struct dpg_err *err)
-{
-	int n;
-
-	memset(w, 0, sizeof(*w));
-	w->fd = -1;
-	w->dir = dir;
-	if (path_join(w->path, sizeof(w->path), dir, name, err) != 0)
-		return -1;
-	n = snprintf(w->tmp, sizeof(w->tmp), "%s.tmp.%ld", w->path, (long)getpid());
-	if (n < 0 || (size_t)n >= sizeof(w->tmp))
-		return dpg_errf(err, "%s: path too long for its temporary name; "
-				"use a shorter directory", w->path);
-	w->buf = malloc(CK_IOBUF);
-	if (!w->buf)
-		return dpg_errf(err, "%s: out of memory for the write buffer", w->path);
-	if (wf_create(w, err) != 0) {
-		free(w->buf);
-		w->buf = NULL;
-		return -1;
-	}
-	dpg_sha256_init(&w->sha);
-	return 0;
-}
-
-/* After any failure (not after a failed wf_open): drop the temporary file. */
-static void wf_abort(struct wfile *w)
-{
-	if (w->fd >= 0)
-		(void)close(w->fd);
-	w->fd = -1;
-	if (w->created)
-		(void)unlink(w->tmp);
-	w->created = 0;
-	free(w->buf);
-	w->buf = NULL;
-}
-
-static int wf_flush(struct wfile *w, struct dpg_err *err)
-{
-	if (w->len > 0 && write_full(w->fd, w->buf, w->len) != 0)
-		return dpg_errf(err, "%s: write failed: %s", w->tmp, strerror(errno));
-	w->len = 0;
-	return 0;
-}
-
-/* Append n bytes, hashed unless raw. */
-static int wf_append(struct wfile *w, const void *data, size_t n, int raw,
-		     struct dpg_err *err)
-{
-	const unsigned char *p = data;
-
-	if (!raw)
-		dpg_sha256_update(&w->sha, p, n);
-	while (n > 0) {
-		size_t m;
-
-		if (w->len == CK_IOBUF && wf_flush(w, err) != 0)
-			return -1;
-		m = CK_IOBUF - w->len;
-		if (m > n)
-			m = n;
-		memcpy(w->buf + w->len, p, m);
-		w->len += m;
-		p += m;
-		n -= m;
-	}
-	return 0;
-}
-
-static int wf_put(struct wfile *w, const void *data, size_t n, struct dpg_err *err)
-{
-	return wf_append(w, data, n, 0, err);
-}
-
-static int wf_floats(struct wfile *w, const float *src, size_t n, struct dpg_err *err)
-{
-	while (n > 0) {
-		size_t m;
-
-		if (CK_IOBUF - w->len < 4 && wf_flush(w, err) != 0)
-			return -1;
-		m = (CK_IOBUF - w->len) / 4;
-		if (m > n)
-			m = n;
-		encode_floats(w->buf + w->len, src, m);
-		dpg_sha256_update(&w->sha, w->buf + w->len, 4 * m);
-		w->len += 4 * m;
-		src += m;
-		n -= m;
-	}
-	return 0;
-}
-
-/* Append the digest (with_sha), flush, fsync, close, rename over NAME and
- * sync the directory.  On failure the caller calls wf_abort. */
-static int wf_finish(struct wfile *w, int with_sha, struct dpg_err *err)
-{
-	uint8_t digest[CK_SHA];
-	int fd;
-
-	if (with_sha) {
-		dpg_sha256_final(&w->sha, digest);
-		if (wf_append(w, digest, sizeof(digest), 1, err) != 0)
-			return -1;
-	}
-	if (wf_flush(w, err) != 0)
-		return -1;
-	if (fsync_retry(w->fd) != 0)
-		return dpg_errf(err, "%s: fsync failed: %s", w->tmp, strerror(errno));
-	fd = w->fd;
-	w->fd = -1;
-	if (close(fd) != 0)
-		return dpg_errf(err, "%s: close failed: %s", w->tmp, strerror(errno));
-	if (rename(w->tmp, w->path) != 0)
-		return dpg_errf(err, "%s: cannot rename to %s: %s", w->tmp, w->path,
-				strerror(errno));
-	w->created = 0;
-	free(w->buf);
-	w->buf = NULL;
-	return fsync_dir(w->dir, err);
-}
+#define CK_IOBUF DPG_FIO_BUF	/* splits floats at buffer edges (fileio.h) */
 
 /* ---------------------------------------------------------------- names, dirs */
 
@@ -399,72 +78,16 @@ int dpg_ckpt_stepdir(const char *dir, long step, char *buf, size_t len,
 	return 0;
 }
 
-static int is_dir(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* mkdir path (its parent exists); sync the parent when it was created. */
-static int mkdir_one(char *path, struct dpg_err *err)
-{
-	char *slash;
-	int rc;
-
-	if (mkdir(path, 0755) != 0) {
-		int e = errno;
-
-		if (is_dir(path))
-			return 0;	/* EEXIST, or EACCES/EROFS on one that exists */
-		if (e == EEXIST)
-			return dpg_errf(err, "%s exists and is not a directory; "
-					"choose another checkpoint directory", path);
-		return dpg_errf(err, "%s: cannot create the checkpoint directory: %s",
-				path, strerror(e));
-	}
-	slash = strrchr(path, '/');
-	if (!slash)
-		return fsync_dir(".", err);
-	if (slash == path)
-		return fsync_dir("/", err);
-	*slash = '\0';
-	rc = fsync_dir(path, err);
-	*slash = '/';
-	return rc;
-}
-
-static int mkdir_p(const char *dir, struct dpg_err *err)
-{
-	char buf[CK_PATH_MAX];
-	size_t n = strlen(dir), i;
-
-	if (n >= sizeof(buf))
-		return dpg_errf(err, "checkpoint directory %.64s... is longer than %zu bytes",
-				dir, sizeof(buf) - 1);
-	memcpy(buf, dir, n + 1);
-	while (n > 1 && buf[n - 1] == '/')
-		buf[--n] = '\0';
-	for (i = 1; i < n; i++) {
-		if (buf[i] != '/' || buf[i - 1] == '/')
-			continue;
-		buf[i] = '\0';
-		if (mkdir_one(buf, err) != 0)
-			return -1;
-		buf[i] = '/';
-	}
-	return mkdir_one(buf, err);
-}
-
 int dpg_ckpt_prepare(const char *dir, long step, struct dpg_err *err)
 {
+	int rc;
 	char sd[CK_PATH_MAX];
 
-	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err) != 0)
-		return -1;
-	if (mkdir_p(dir, err) != 0)
-		return -1;
-	return mkdir_one(sd, err);
+	if ((rc = dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err)) != 0)
+		return rc;
+	if ((rc = dpg_fio_mkdir_p(dir, err)) != 0)
+		return rc;
+	return dpg_fio_mkdir(sd, err);
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -486,10 +109,11 @@ static int check_layout_args(const struct dpg_zlayout *L, int nstate, const char
 static int check_state_args(const struct dpg_zlayout *L, int rank, int nstate,
 			    float *const *state, const char *what, struct dpg_err *err)
 {
+	int rc;
 	int k;
 
-	if (check_layout_args(L, nstate, what, err) != 0)
-		return -1;
+	if ((rc = check_layout_args(L, nstate, what, err)) != 0)
+		return rc;
 	if (rank < 0 || rank >= L->nranks)
 		return dpg_errf(err, "%s: rank %d outside the shard group of %d", what, rank,
 				L->nranks);
@@ -501,29 +125,30 @@ static int check_state_args(const struct dpg_zlayout *L, int rank, int nstate,
 	return 0;
 }
 
-static int shard_write_body(struct wfile *w, long step, const struct dpg_zlayout *L,
+static int shard_write_body(struct dpg_wfile *w, long step, const struct dpg_zlayout *L,
 			    int rank, int nstate, float *const *state,
 			    struct dpg_err *err)
 {
+	int rc;
 	unsigned char h[CK_SHARD_HDR], rec[CK_RANGE_REC];
 	size_t lo, hi;
 	int u, k;
 
 	memcpy(h, CK_MAGIC_SHARD, CK_MAGIC_LEN);
-	put32(h + 8, CK_VERSION);
-	put32(h + 12, (uint32_t)rank);
-	put32(h + 16, (uint32_t)L->nranks);
-	put64(h + 20, (uint64_t)step);
-	put32(h + 28, (uint32_t)nstate);
-	put32(h + 32, (uint32_t)L->nunits);
-	if (wf_put(w, h, sizeof(h), err) != 0)
-		return -1;
+	dpg_le_put32(h + 8, CK_VERSION);
+	dpg_le_put32(h + 12, (uint32_t)rank);
+	dpg_le_put32(h + 16, (uint32_t)L->nranks);
+	dpg_le_put64(h + 20, (uint64_t)step);
+	dpg_le_put32(h + 28, (uint32_t)nstate);
+	dpg_le_put32(h + 32, (uint32_t)L->nunits);
+	if ((rc = dpg_wf_put(w, h, sizeof(h), err)) != 0)
+		return rc;
 	for (u = 0; u < L->nunits; u++) {
 		dpg_zlayout_shard_range(L, u, rank, &lo, &hi);
-		put64(rec, lo);
-		put64(rec + 8, hi);
-		if (wf_put(w, rec, sizeof(rec), err) != 0)
-			return -1;
+		dpg_le_put64(rec, lo);
+		dpg_le_put64(rec + 8, hi);
+		if ((rc = dpg_wf_put(w, rec, sizeof(rec), err)) != 0)
+			return rc;
 	}
 	for (k = 0; k < nstate; k++) {
 		for (u = 0; u < L->nunits; u++) {
@@ -535,8 +160,8 @@ static int shard_write_body(struct wfile *w, long step, const struct dpg_zlayout
 			if (hi <= lo)
 				continue;	/* only padding here */
 			src = state[k] + U->shard_off + (lo - (size_t)rank * U->shard);
-			if (wf_floats(w, src, hi - lo, err) != 0)
-				return -1;
+			if ((rc = dpg_wf_floats(w, src, hi - lo, err)) != 0)
+				return rc;
 		}
 	}
 	return 0;
@@ -546,68 +171,74 @@ int dpg_ckpt_write_shard(const char *dir, long step, const struct dpg_zlayout *L
 			 int rank, int nstate, float *const *state,
 			 struct dpg_err *err)
 {
+	int rc;
 	char sd[CK_PATH_MAX], name[32];
-	struct wfile w;
+	struct dpg_wfile w;
 
-	if (check_state_args(L, rank, nstate, state, "checkpoint shard", err) != 0)
-		return -1;
-	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err) != 0)
-		return -1;
+	if ((rc = check_state_args(L, rank, nstate, state, "checkpoint shard", err)) != 0)
+		return rc;
+	if ((rc = dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err)) != 0)
+		return rc;
 	snprintf(name, sizeof(name), "shard-%05d", rank);
-	if (wf_open(&w, sd, name, err) != 0)
+	/* every failure from here on is -1 whatever its cause: test_ckpt pins
+	 * that for a missing step directory (dpg_zero_save maps it to
+	 * DPG_ERR_SYSTEM) */
+	if (dpg_wf_open(&w, sd, name, err) != 0)
 		return -1;
 	if (shard_write_body(&w, step, L, rank, nstate, state, err) != 0 ||
-	    wf_finish(&w, 1, err) != 0) {
-		wf_abort(&w);
+	    dpg_wf_finish(&w, 1, err) != 0) {
+		dpg_wf_abort(&w);
 		return -1;
 	}
 	return 0;
 }
 
-static int meta_write_body(struct wfile *w, long step, const struct dpg_zlayout *L,
+static int meta_write_body(struct dpg_wfile *w, long step, const struct dpg_zlayout *L,
 			   int optimizer, int nstate, const void *extra,
 			   size_t extra_len, struct dpg_err *err)
 {
+	int rc;
 	unsigned char h[CK_META_HDR], rec[CK_PARAM_REC], x[8];
 	int i;
 
 	memcpy(h, CK_MAGIC_META, CK_MAGIC_LEN);
-	put32(h + 8, CK_VERSION);
-	put32(h + 12, (uint32_t)L->nranks);
-	put64(h + 16, (uint64_t)step);
-	put32(h + 24, (uint32_t)optimizer);
-	put32(h + 28, (uint32_t)nstate);
-	put32(h + 32, (uint32_t)L->nparams);
-	put32(h + 36, (uint32_t)L->nunits);
-	if (wf_put(w, h, sizeof(h), err) != 0)
-		return -1;
+	dpg_le_put32(h + 8, CK_VERSION);
+	dpg_le_put32(h + 12, (uint32_t)L->nranks);
+	dpg_le_put64(h + 16, (uint64_t)step);
+	dpg_le_put32(h + 24, (uint32_t)optimizer);
+	dpg_le_put32(h + 28, (uint32_t)nstate);
+	dpg_le_put32(h + 32, (uint32_t)L->nparams);
+	dpg_le_put32(h + 36, (uint32_t)L->nunits);
+	if ((rc = dpg_wf_put(w, h, sizeof(h), err)) != 0)
+		return rc;
 	for (i = 0; i < L->nparams; i++) {
 		const struct dpg_zparam *p = &L->p[i];
 
 		memset(rec, 0, sizeof(rec));
 		memcpy(rec, p->name, strnlen(p->name, DPG_ZNAME_MAX - 1));
-		put64(rec + DPG_ZNAME_MAX, p->numel);
-		put32(rec + DPG_ZNAME_MAX + 8, (uint32_t)p->unit);
-		if (wf_put(w, rec, sizeof(rec), err) != 0)
-			return -1;
+		dpg_le_put64(rec + DPG_ZNAME_MAX, p->numel);
+		dpg_le_put32(rec + DPG_ZNAME_MAX + 8, (uint32_t)p->unit);
+		if ((rc = dpg_wf_put(w, rec, sizeof(rec), err)) != 0)
+			return rc;
 	}
-	put64(x, extra_len);
-	if (wf_put(w, x, sizeof(x), err) != 0)
-		return -1;
-	return extra_len ? wf_put(w, extra, extra_len, err) : 0;
+	dpg_le_put64(x, extra_len);
+	if ((rc = dpg_wf_put(w, x, sizeof(x), err)) != 0)
+		return rc;
+	return extra_len ? dpg_wf_put(w, extra, extra_len, err) : 0;
 }
 
 static int write_meta(const char *sd, long step, const struct dpg_zlayout *L,
 		      int optimizer, int nstate, const void *extra, size_t extra_len,
 		      struct dpg_err *err)
 {
-	struct wfile w;
+	int rc;
+	struct dpg_wfile w;
 
-	if (wf_open(&w, sd, "meta", err) != 0)
-		return -1;
+	if ((rc = dpg_wf_open(&w, sd, "meta", err)) != 0)
+		return rc;
 	if (meta_write_body(&w, step, L, optimizer, nstate, extra, extra_len, err) != 0 ||
-	    wf_finish(&w, 1, err) != 0) {
-		wf_abort(&w);
+	    dpg_wf_finish(&w, 1, err) != 0) {
+		dpg_wf_abort(&w);
 		return -1;
 	}
 	return 0;
@@ -615,18 +246,20 @@ static int write_meta(const char *sd, long step, const struct dpg_zlayout *L,
 
 static int write_latest(const char *dir, long step, struct dpg_err *err)
 {
+	int rc;
 	char text[CK_LATEST_MAX];
-	struct wfile w;
+	struct dpg_wfile w;
 	int n;
 
 	n = snprintf(text, sizeof(text), "step-%08ld\n", step);
 	if (n < 0 || (size_t)n >= sizeof(text))
 		return dpg_errf(err, "checkpoint %s: step %ld too large", dir, step);
-	if (wf_open(&w, dir, "latest", err) != 0)
-		return -1;
-	if (wf_put(&w, text, (size_t)n, err) != 0 || wf_finish(&w, 0, err) != 0) {
-		wf_abort(&w);
-		return -1;
+	if ((rc = dpg_wf_open(&w, dir, "latest", err)) != 0)
+		return rc;
+	if ((rc = dpg_wf_put(&w, text, (size_t)n, err)) != 0 ||
+	    (rc = dpg_wf_finish(&w, 0, err)) != 0) {
+		dpg_wf_abort(&w);
+		return rc;
 	}
 	return 0;
 }
@@ -635,11 +268,12 @@ int dpg_ckpt_commit(const char *dir, long step, const struct dpg_zlayout *L,
 		    int optimizer, int nstate, const void *extra, size_t extra_len,
 		    struct dpg_err *err)
 {
+	int rc;
 	char sd[CK_PATH_MAX];
 	static const char what[] = "checkpoint metadata";
 
-	if (check_layout_args(L, nstate, what, err) != 0)
-		return -1;
+	if ((rc = check_layout_args(L, nstate, what, err)) != 0)
+		return rc;
 	if (L->nparams > CK_MAX_PARAMS)
 		return dpg_errf(err, "%s: %d parameters; checkpoints hold at most %d", what,
 				L->nparams, CK_MAX_PARAMS);
@@ -650,10 +284,10 @@ int dpg_ckpt_commit(const char *dir, long step, const struct dpg_zlayout *L,
 				extra_len, CK_MAX_EXTRA);
 	if (extra_len > 0 && !extra)
 		return dpg_errf(err, "%s: %zu extra bytes but no buffer", what, extra_len);
-	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err) != 0)
-		return -1;
-	if (write_meta(sd, step, L, optimizer, nstate, extra, extra_len, err) != 0)
-		return -1;
+	if ((rc = dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err)) != 0)
+		return rc;
+	if ((rc = write_meta(sd, step, L, optimizer, nstate, extra, extra_len, err)) != 0)
+		return rc;
 	return write_latest(dir, step, err);
 }
 
@@ -688,18 +322,20 @@ static int read_latest(const char *dir, long *step, struct dpg_err *err)
 	size_t got;
 	int fd, rc, e;
 
-	if (path_join(path, sizeof(path), dir, "latest", err) != 0)
-		return -1;
-	fd = open_read(path);
+	if ((rc = dpg_fio_path_join(path, sizeof(path), dir, "latest", err)) != 0)
+		return rc;
+	fd = dpg_fio_open_read(path);
 	if (fd < 0 && errno == ENOENT)
 		return dpg_errf(err, "no checkpoint in %s (%s missing)", dir, path);
 	if (fd < 0)
-		return dpg_errf(err, "%s: cannot open: %s", path, strerror(errno));
-	rc = read_full(fd, text, CK_LATEST_MAX + 1, &got);
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s",
+				path, strerror(errno));
+	rc = dpg_fio_read_full(fd, text, CK_LATEST_MAX + 1, &got);
 	e = errno;
-	close_read(fd);
+	dpg_fio_close_read(fd);
 	if (rc != 0)
-		return dpg_errf(err, "%s: read failed: %s", path, strerror(e));
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: read failed: %s",
+				path, strerror(e));
 	if (got > CK_LATEST_MAX)
 		return dpg_errf(err, "%s: longer than %d bytes, not a checkpoint pointer; "
 				"fix or remove it", path, CK_LATEST_MAX);
@@ -721,17 +357,19 @@ static int slurp_meta(const char *path, unsigned char **data, size_t *size,
 	int fd, rc, e;
 
 	*data = NULL;
-	fd = open_read(path);
+	fd = dpg_fio_open_read(path);
 	if (fd < 0)
-		return dpg_errf(err, "%s: cannot open: %s", path, strerror(errno));
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s",
+				path, strerror(errno));
 	if (fstat(fd, &st) != 0) {
 		e = errno;
-		close_read(fd);
-		return dpg_errf(err, "%s: fstat failed: %s", path, strerror(e));
+		dpg_fio_close_read(fd);
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: fstat failed: %s",
+				path, strerror(e));
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)CK_META_MIN ||
 	    (unsigned long long)st.st_size > (unsigned long long)CK_META_MAX) {
-		close_read(fd);
+		dpg_fio_close_read(fd);
 		return dpg_errf(err, "%s: %s of %lld bytes, not a checkpoint meta file "
 				"(truncated or corrupt); restore it or remove %s",
 				path, S_ISREG(st.st_mode) ? "a file" : "a non-regular file",
@@ -740,18 +378,20 @@ static int slurp_meta(const char *path, unsigned char **data, size_t *size,
 	*size = (size_t)st.st_size;
 	*data = malloc(*size);
 	if (!*data) {
-		close_read(fd);
-		return dpg_errf(err, "%s: out of memory for %zu bytes", path, *size);
+		dpg_fio_close_read(fd);
+		return dpg_errs(err, DPG_ERR_NOMEM, "%s: out of memory for %zu bytes",
+				path, *size);
 	}
-	rc = read_full(fd, *data, *size, &got);
+	rc = dpg_fio_read_full(fd, *data, *size, &got);
 	e = errno;
-	close_read(fd);
+	dpg_fio_close_read(fd);
 	if (rc == 0 && got == *size)
 		return 0;
 	free(*data);
 	*data = NULL;
 	if (rc != 0)
-		return dpg_errf(err, "%s: read failed: %s", path, strerror(e));
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: read failed: %s",
+				path, strerror(e));
 	return dpg_errf(err, "%s: changed size while being read", path);
 }
 
@@ -765,13 +405,13 @@ static int meta_check_hdr(const char *path, const unsigned char *h, size_t left,
 {
 	if (memcmp(h, CK_MAGIC_META, CK_MAGIC_LEN) != 0)
 		return dpg_errf(err, "%s: not a dpg checkpoint meta file (bad magic)", path);
-	m->version = get32(h + 8);
-	m->nranks = get32(h + 12);
-	m->step = get64(h + 16);
-	m->optimizer = get32(h + 24);
-	m->nstate = get32(h + 28);
-	m->nparams = get32(h + 32);
-	m->nunits = get32(h + 36);
+	m->version = dpg_le_get32(h + 8);
+	m->nranks = dpg_le_get32(h + 12);
+	m->step = dpg_le_get64(h + 16);
+	m->optimizer = dpg_le_get32(h + 24);
+	m->nstate = dpg_le_get32(h + 28);
+	m->nparams = dpg_le_get32(h + 32);
+	m->nunits = dpg_le_get32(h + 36);
 	if (m->version != CK_VERSION)
 		return dpg_errf(err, "%s: format version %u; this build reads version %u",
 				path, m->version, CK_VERSION);
@@ -820,10 +460,11 @@ static int meta_parse_params(const char *path, const unsigned char *p, uint32_t 
 	mp->numel = calloc(n, sizeof(*mp->numel));
 	mp->unit = calloc(n, sizeof(*mp->unit));
 	if (!mp->names || !mp->numel || !mp->unit)
-		return dpg_errf(err, "%s: out of memory for %u parameters", path, n);
+		return dpg_errs(err, DPG_ERR_NOMEM, "%s: out of memory for %u parameters",
+				path, n);
 	for (i = 0; i < n; i++, p += CK_PARAM_REC) {
-		uint64_t numel = get64(p + DPG_ZNAME_MAX);
-		uint32_t unit = get32(p + DPG_ZNAME_MAX + 8);
+		uint64_t numel = dpg_le_get64(p + DPG_ZNAME_MAX);
+		uint32_t unit = dpg_le_get32(p + DPG_ZNAME_MAX + 8);
 
 		if (!memchr(p, '\0', DPG_ZNAME_MAX))
 			return dpg_errf(err, "%s: parameter %u: name not terminated: corrupt",
@@ -841,6 +482,7 @@ static int meta_parse_params(const char *path, const unsigned char *p, uint32_t 
 static int meta_fill(const char *path, const unsigned char *body, size_t blen,
 		     long step, struct dpg_ckpt_meta *meta, struct dpg_err *err)
 {
+	int rc;
 	struct meta_params mp = { NULL, NULL, NULL };
 	struct meta_hdr m;
 	const unsigned char *p;
@@ -848,14 +490,14 @@ static int meta_fill(const char *path, const unsigned char *body, size_t blen,
 	uint64_t xlen;
 
 	memset(&m, 0, sizeof(m));
-	if (meta_check_hdr(path, body, left, step, &m, err) != 0)
-		return -1;
+	if ((rc = meta_check_hdr(path, body, left, step, &m, err)) != 0)
+		return rc;
 	p = body + CK_META_HDR;
 	if (meta_parse_params(path, p, m.nparams, &mp, err) != 0)
 		goto fail;
 	p += (size_t)m.nparams * CK_PARAM_REC;
 	left -= (size_t)m.nparams * CK_PARAM_REC + 8;
-	xlen = get64(p);
+	xlen = dpg_le_get64(p);
 	p += 8;
 	if (xlen != left) {
 		dpg_errf(err, "%s: %llu extra bytes announced, %zu present: corrupt", path,
@@ -874,8 +516,8 @@ static int meta_fill(const char *path, const unsigned char *body, size_t blen,
 	if (left > 0) {
 		meta->extra = malloc(left);
 		if (!meta->extra)
-			return dpg_errf(err, "%s: out of memory for %zu extra bytes", path,
-					left);
+			return dpg_errs(err, DPG_ERR_NOMEM, "%s: out of memory for %zu extra bytes",
+					path, left);
 		memcpy(meta->extra, p, left);
 		meta->extra_len = left;
 	}
@@ -901,13 +543,13 @@ int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,
 	memset(meta, 0, sizeof(*meta));
 	if (!dir || !*dir)
 		return dpg_errf(err, "checkpoint: no directory given");
-	if (read_latest(dir, &step, err) != 0)
-		return -1;
-	if (dpg_ckpt_stepdir(dir, step, meta->stepdir, sizeof(meta->stepdir), err) != 0 ||
-	    path_join(path, sizeof(path), meta->stepdir, "meta", err) != 0)
-		return -1;
-	if (slurp_meta(path, &data, &size, err) != 0)
-		return -1;
+	if ((rc = read_latest(dir, &step, err)) != 0)
+		return rc;
+	if ((rc = dpg_ckpt_stepdir(dir, step, meta->stepdir, sizeof(meta->stepdir), err)) != 0 ||
+	    (rc = dpg_fio_path_join(path, sizeof(path), meta->stepdir, "meta", err)) != 0)
+		return rc;
+	if ((rc = slurp_meta(path, &data, &size, err)) != 0)
+		return rc;
 	dpg_sha256(data, size - CK_SHA, digest);
 	if (!dpg_ct_equal(digest, data + size - CK_SHA, CK_SHA))
 		rc = dpg_errf(err, "%s: SHA-256 mismatch, the file is corrupt; restore it "
@@ -958,8 +600,9 @@ static int rf_fill(struct rfile *r, size_t need, struct dpg_err *err)
 		if (want == 0)
 			return dpg_errf(err, "%s: ends before the data its header describes: "
 					"corrupt", r->path);
-		if (read_full(r->fd, r->buf + r->len, want, &got) != 0)
-			return dpg_errf(err, "%s: read failed: %s", r->path, strerror(errno));
+		if (dpg_fio_read_full(r->fd, r->buf + r->len, want, &got) != 0)
+			return dpg_errs(err, DPG_ERR_SYSTEM, "%s: read failed: %s",
+					r->path, strerror(errno));
 		if (got == 0)
 			return dpg_errf(err, "%s: shrank while being read", r->path);
 		dpg_sha256_update(&r->sha, r->buf + r->len, got);
@@ -972,13 +615,14 @@ static int rf_fill(struct rfile *r, size_t need, struct dpg_err *err)
 /* Take n bytes into dst (NULL: skip them). */
 static int rf_bytes(struct rfile *r, void *dst, size_t n, struct dpg_err *err)
 {
+	int rc;
 	unsigned char *d = dst;
 
 	while (n > 0) {
 		size_t m;
 
-		if (rf_fill(r, 1, err) != 0)
-			return -1;
+		if ((rc = rf_fill(r, 1, err)) != 0)
+			return rc;
 		m = r->len - r->pos;
 		if (m > n)
 			m = n;
@@ -995,16 +639,18 @@ static int rf_bytes(struct rfile *r, void *dst, size_t n, struct dpg_err *err)
 /* Take n floats into dst (NULL: skip them). */
 static int rf_floats(struct rfile *r, float *dst, size_t n, struct dpg_err *err)
 {
+	int rc;
+
 	while (n > 0) {
 		size_t m;
 
-		if (rf_fill(r, 4, err) != 0)
-			return -1;
+		if ((rc = rf_fill(r, 4, err)) != 0)
+			return rc;
 		m = (r->len - r->pos) / 4;
 		if (m > n)
 			m = n;
 		if (dst) {
-			decode_floats(dst, r->buf + r->pos, m);
+			dpg_fio_decode_floats(dst, r->buf + r->pos, m);
 			dst += m;
 		}
 		r->pos += 4 * m;
@@ -1021,8 +667,9 @@ static int rf_verify(struct rfile *r, struct dpg_err *err)
 	if (r->pos != r->len || r->body_left != 0)
 		return dpg_errf(err, "%s: longer than its header describes: corrupt",
 				r->path);
-	if (read_full(r->fd, stored, sizeof(stored), &got) != 0)
-		return dpg_errf(err, "%s: read failed: %s", r->path, strerror(errno));
+	if (dpg_fio_read_full(r->fd, stored, sizeof(stored), &got) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: read failed: %s",
+				r->path, strerror(errno));
 	if (got != sizeof(stored))
 		return dpg_errf(err, "%s: shrank while being read", r->path);
 	dpg_sha256_final(&r->sha, digest);
@@ -1058,13 +705,13 @@ static int whole_file_ok(const struct reshard *rs, int fd, off_t size)
 
 		if ((off_t)want > body - off)
 			want = (size_t)(body - off);
-		if (pread_full(fd, rs->buf, want, off, &got) != 0 || got != want)
+		if (dpg_fio_pread_full(fd, rs->buf, want, off, &got) != 0 || got != want)
 			return 0;
 		dpg_sha256_update(&c, rs->buf, got);
 		off += (off_t)got;
 	}
 	dpg_sha256_final(&c, digest);
-	if (pread_full(fd, stored, CK_SHA, body, &got) != 0 || got != CK_SHA)
+	if (dpg_fio_pread_full(fd, stored, CK_SHA, body, &got) != 0 || got != CK_SHA)
 		return 0;
 	return dpg_ct_equal(digest, stored, CK_SHA);
 }
@@ -1125,21 +772,21 @@ static int shard_header_why(const struct reshard *rs, int old, const unsigned ch
 
 	if (memcmp(h, CK_MAGIC_SHARD, CK_MAGIC_LEN) != 0)
 		return whyf(why, len, "bad magic, not a dpg checkpoint shard");
-	if ((v = get32(h + 8)) != CK_VERSION)
+	if ((v = dpg_le_get32(h + 8)) != CK_VERSION)
 		return whyf(why, len, "format version %u, this build reads version %u",
 				v, CK_VERSION);
-	if ((v = get32(h + 12)) != (uint32_t)old)
+	if ((v = dpg_le_get32(h + 12)) != (uint32_t)old)
 		return whyf(why, len, "header says rank %u, expected %d", v, old);
-	if ((v = get32(h + 16)) != (uint32_t)rs->S->nranks)
+	if ((v = dpg_le_get32(h + 16)) != (uint32_t)rs->S->nranks)
 		return whyf(why, len, "header says a group of %u ranks, expected %d", v,
 				rs->S->nranks);
-	if ((step = get64(h + 20)) != (uint64_t)rs->meta->step)
+	if ((step = dpg_le_get64(h + 20)) != (uint64_t)rs->meta->step)
 		return whyf(why, len, "header says step %llu, expected %ld",
 				(unsigned long long)step, rs->meta->step);
-	if ((v = get32(h + 28)) != (uint32_t)rs->nstate)
+	if ((v = dpg_le_get32(h + 28)) != (uint32_t)rs->nstate)
 		return whyf(why, len, "header says %u state arrays, expected %d", v,
 				rs->nstate);
-	if ((v = get32(h + 32)) != (uint32_t)rs->S->nunits)
+	if ((v = dpg_le_get32(h + 32)) != (uint32_t)rs->S->nunits)
 		return whyf(why, len, "header says %u units, expected %d", v,
 				rs->S->nunits);
 	return 0;
@@ -1149,18 +796,19 @@ static int shard_header_why(const struct reshard *rs, int old, const unsigned ch
 static int shard_ranges(const struct reshard *rs, int old, struct rfile *r, char *why,
 			size_t len, struct dpg_err *err)
 {
+	int rc;
 	unsigned char rec[CK_RANGE_REC];
 	size_t lo, hi;
 	int u;
 
 	for (u = 0; u < rs->S->nunits; u++) {
-		if (rf_bytes(r, rec, sizeof(rec), err) != 0)
-			return -1;
+		if ((rc = rf_bytes(r, rec, sizeof(rec), err)) != 0)
+			return rc;
 		dpg_zlayout_shard_range(rs->S, u, old, &lo, &hi);
-		if (get64(rec) != lo || get64(rec + 8) != hi) {
+		if (dpg_le_get64(rec) != lo || dpg_le_get64(rec + 8) != hi) {
 			return whyf(why, len, "unit %d holds [%llu, %llu), expected [%zu, %zu)",
-				    u, (unsigned long long)get64(rec),
-				    (unsigned long long)get64(rec + 8), lo, hi);
+				    u, (unsigned long long)dpg_le_get64(rec),
+				    (unsigned long long)dpg_le_get64(rec + 8), lo, hi);
 		}
 	}
 	return 0;
@@ -1171,6 +819,7 @@ static int shard_ranges(const struct reshard *rs, int old, struct rfile *r, char
 static int shard_data(const struct reshard *rs, int old, struct rfile *r,
 		      struct dpg_err *err)
 {
+	int rc;
 	size_t olo, ohi, nlo, nhi, a, b;
 	int k, u;
 
@@ -1183,15 +832,15 @@ static int shard_data(const struct reshard *rs, int old, struct rfile *r,
 			a = olo > nlo ? olo : nlo;
 			b = ohi < nhi ? ohi : nhi;
 			if (a >= b) {
-				if (rf_floats(r, NULL, ohi - olo, err) != 0)
-					return -1;
+				if ((rc = rf_floats(r, NULL, ohi - olo, err)) != 0)
+					return rc;
 				continue;
 			}
-			if (rf_floats(r, NULL, a - olo, err) != 0 ||
-			    rf_floats(r, rs->state[k] + U->shard_off +
-				      (a - (size_t)rs->rank * U->shard), b - a, err) != 0 ||
-			    rf_floats(r, NULL, ohi - b, err) != 0)
-				return -1;
+			if ((rc = rf_floats(r, NULL, a - olo, err)) != 0 ||
+			    (rc = rf_floats(r, rs->state[k] + U->shard_off +
+				      (a - (size_t)rs->rank * U->shard), b - a, err)) != 0 ||
+			    (rc = rf_floats(r, NULL, ohi - b, err)) != 0)
+				return rc;
 		}
 	}
 	return rf_verify(r, err);
@@ -1216,8 +865,8 @@ static int shard_stream(const struct reshard *rs, int old, const char *path, int
 		return shard_refuse(rs, path, fd, size, why, err);
 	}
 	r.body_left = (unsigned long long)size - CK_SHA;
-	if (rf_bytes(&r, h, sizeof(h), err) != 0)
-		return -1;
+	if ((rc = rf_bytes(&r, h, sizeof(h), err)) != 0)
+		return rc;
 	rc = shard_header_why(rs, old, h, why, sizeof(why));
 	if (rc == 0 && shard_expected_size(rs, old, &want) != 0)
 		return dpg_errf(err, "%s: the size of rank %d's shard overflows", path, old);
@@ -1241,21 +890,23 @@ static int load_old_shard(const struct reshard *rs, int old, struct dpg_err *err
 	int fd, rc, e;
 
 	snprintf(name, sizeof(name), "shard-%05d", old);
-	if (path_join(path, sizeof(path), rs->meta->stepdir, name, err) != 0)
-		return -1;
-	fd = open_read(path);
+	if ((rc = dpg_fio_path_join(path, sizeof(path), rs->meta->stepdir, name, err)) != 0)
+		return rc;
+	fd = dpg_fio_open_read(path);
 	if (fd < 0)
-		return dpg_errf(err, "%s: cannot open: %s", path, strerror(errno));
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s",
+				path, strerror(errno));
 	if (fstat(fd, &st) != 0) {
 		e = errno;
-		close_read(fd);
-		return dpg_errf(err, "%s: fstat failed: %s", path, strerror(e));
+		dpg_fio_close_read(fd);
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: fstat failed: %s",
+				path, strerror(e));
 	}
 	if (!S_ISREG(st.st_mode))
 		rc = dpg_errf(err, "%s: not a regular file", path);
 	else
 		rc = shard_stream(rs, old, path, fd, st.st_size, err);
-	close_read(fd);
+	dpg_fio_close_read(fd);
 	return rc;
 }
 
@@ -1288,11 +939,12 @@ static void ckpt_dir_name(const struct dpg_ckpt_meta *meta, char *buf, size_t le
 static int reshard_check(const struct dpg_ckpt_meta *meta, const struct dpg_zlayout *L,
 			 int rank, int nstate, float **state, struct dpg_err *err)
 {
+	int rc;
 	char what[DPG_ERR_MSG_MAX], more[DPG_ERR_MSG_MAX + 32];
 
 	ckpt_dir_name(meta, what, sizeof(what));
-	if (check_state_args(L, rank, nstate, state, what, err) != 0)
-		return -1;
+	if ((rc = check_state_args(L, rank, nstate, state, what, err)) != 0)
+		return rc;
 	if (meta->layout.nranks < 1 || !meta->layout.u)
 		return dpg_errf(err, "%s: its metadata is not loaded", what);
 	if (meta->nstate != nstate)
@@ -1320,15 +972,16 @@ int dpg_ckpt_read_shard(const struct dpg_ckpt_meta *meta, const struct dpg_zlayo
 	unsigned char *needed;
 	int old, rc = 0;
 
-	if (reshard_check(meta, L, rank, nstate, state, err) != 0)
-		return -1;
+	if ((rc = reshard_check(meta, L, rank, nstate, state, err)) != 0)
+		return rc;
 	zero_state(L, nstate, state);
 	needed = calloc((size_t)meta->layout.nranks, 1);
 	rs.buf = malloc(CK_IOBUF);
 	if (!needed || !rs.buf) {
 		free(needed);
 		free(rs.buf);
-		return dpg_errf(err, "%s: out of memory for the read buffers", meta->stepdir);
+		return dpg_errs(err, DPG_ERR_NOMEM, "%s: out of memory for the read buffers",
+				meta->stepdir);
 	}
 	mark_needed(&rs, needed);
 	for (old = 0; old < meta->layout.nranks && rc == 0; old++)

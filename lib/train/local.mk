@@ -4,10 +4,13 @@ noinst_LTLIBRARIES += libdpgtrain.la
 libdpgtrain_la_SOURCES = \
 	lib/train/zlayout.c lib/train/zlayout.h \
 	lib/train/optim.c lib/train/optim.h \
-	lib/train/trainutil.c \
+	lib/train/schedule.c \
+	lib/train/fileio.c lib/train/fileio.h \
 	lib/train/ckpt.c lib/train/ckpt.h \
 	lib/train/detsum.c lib/train/detsum.h \
-	lib/train/zero.c lib/train/zero_cuda.h
+	lib/train/zero_mem.c lib/train/zero_mem.h \
+	lib/train/zero.c lib/train/zero_impl.h lib/train/zero_cuda.h \
+	lib/train/zero_ckpt.c
 libdpgtrain_la_CFLAGS = $(AM_CFLAGS) -O3 -fvect-cost-model=dynamic
 libdpgtrain_la_CPPFLAGS = $(TRAIN_CPPFLAGS)
 libdpgtrain_la_LIBADD = -lpthread -lm

@@ -1,5 +1,6 @@
 /* zero.c - the sharded data-parallel model (ZeRO stages 1-3): parameter
- * registration, gradient reduction, the optimizer step, gathers, checkpoints. */
+ * registration, gradient reduction, the optimizer step, gathers (state:
+ * zero_impl.h, buffers: zero_mem.c, checkpoints: zero_ckpt.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -13,83 +14,19 @@
 #include "ckpt.h"
 #include "comm.h"
 #include "detsum.h"
-#include "dpg.h"
+#include "dpg_zero.h"
 #include "optim.h"
 #include "dtype.h"
 #include "runtime.h"
 #include "zero_cuda.h"
+#include "zero_mem.h"
+#include "zero_impl.h"
 #include "zlayout.h"
-
-/* state of a unit's gathered parameters (stage 3) */
-enum { UG_NONE = 0, UG_QUEUED, UG_READY, UG_FAILED };
-
-struct zunit {
-	void *full;		/* stage 3: gathered parameters (padded) */
-	int gstate;		/* UG_* (under pf.mu once the worker runs) */
-	float *grad;		/* stages 2-3: full gradient (padded), lazily */
-	int64_t *acc;		/* deterministic: fixed-point sum (padded), lazily */
-	bool reduced;		/* reduced in the current optimizer step */
-};
-
-/* The stage-3 prefetcher: one thread gathering units in FIFO order on its
- * own communicator (a duplicate of the shard group). */
-struct prefetch {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool running, stop;
-	int *q;			/* ring of nunits + 1 unit ids */
-	int qh, qt, qcap;
-	dpg_comm_t *comm;
-	dpg_status_t st;	/* first failure */
-	char msg[DPG_ERR_MSG_MAX];
-};
-
-struct dpg_zero {
-	dpg_ctx_t *ctx;
-	dpg_zero_opts_t o;
-	bool on_gpu;
-	int device;		/* the context's CUDA device (GPU) */
-	/* groups */
-	dpg_mesh_t *mesh;	/* hybrid sharding only */
-	dpg_comm_t *shard;	/* the shard group */
-	dpg_comm_t *rep;	/* same shard index across groups (NULL: none) */
-	int n, r, nrep;
-	/* registration */
-	int nparams, cap;
-	char (*names)[DPG_ZNAME_MAX];
-	size_t *numel;
-	int *unit;
-	bool committed;
-	struct dpg_zlayout L;
-	size_t ps;		/* bytes of a working parameter */
-	int nstate;		/* master + moments */
-	/* buffers (device memory on the GPU) */
-	void *param_full;	/* stages 1-2: L.padded_numel working parameters */
-	void *param_shard;	/* stage 3: L.shard_numel */
-	float *state[DPG_CKPT_MAX_STATE];	/* master, m / momentum, v */
-	float *grad_full;	/* stage 1: L.padded_numel */
-	float *grad_shard;	/* stages 2-3: L.shard_numel */
-	struct zunit *u;
-	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
-	void *spare[2];		/* stage 3: released gather buffers kept for reuse */
-	int nspare;
-	size_t gbuf_bytes;	/* stage 3: every gather buffer holds the largest unit */
-	size_t spare_bytes;
-	struct prefetch pf;
-	/* accounting */
-	size_t param_bytes, grad_bytes, optim_bytes;
-	long micro, step;
-	unsigned __int128 det_sumsq;	/* deterministic: this rank's sum of squares */
-};
 
 /* ------------------------------------------------------------ errors */
 
-static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
-			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
-			 const char *fmt, ...)
+dpg_status_t dpg_zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
+		      const char *fmt, ...)
 {
 	char msg[DPG_ERR_MSG_MAX];
 	va_list ap;
@@ -102,240 +39,50 @@ static dpg_status_t zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
 	return st;
 }
 
-/* ------------------------------------------------------------ memory:
- * the same operations on host and device memory */
+/* ------------------------------------------------------------ memory
+ * (zero_mem.c): its failures become this file's statuses here */
 
-#ifdef DPG_HAVE_CUDA_ZERO
-/* On the GPU? Then make the context's device current: every buffer of z
- * lives there, whatever device the caller selected since. */
-static int zgpu(struct dpg_zero *z)
+static dpg_status_t zm(struct dpg_zero *z, const char *op, int rc)
 {
-	if (!z->on_gpu)
-		return 0;
-	if (z->device >= 0)
-		(void)dpg_cuda_set_device(z->device);
-	return 1;
-}
-#endif
-
-static dpg_status_t cuda_st(struct dpg_zero *z, const char *op, int rc)
-{
-#ifdef DPG_HAVE_CUDA_ZERO
-	return zerr(z, DPG_ERR_BACKEND, op, "CUDA: %s", dpg_cuda_errstr(rc));
-#else
-	return zerr(z, DPG_ERR_BACKEND, op, "CUDA error %d", rc);
-#endif
+	if (rc == 0)
+		return DPG_OK;
+	return dpg_zerr(z, (dpg_status_t)-rc, op, "%s", z->merr.msg);
 }
 
 static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
 			   const char *op)
 {
-	*p = NULL;
-	if (bytes == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_alloc(p, bytes);
-
-		if (rc != 0)
-			return cuda_st(z, op, rc);
-		if (acct)
-			*acct += bytes;
-		return DPG_OK;
-	}
-#endif
-	*p = calloc(1, bytes);
-	if (!*p)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory (%zu bytes)", bytes);
-	if (acct)
-		*acct += bytes;
-	return DPG_OK;
-}
-
-/* zalloc without zeroing, for buffers that are written in full before they
- * are read (a gathered unit). */
-static dpg_status_t zalloc_raw(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
-			       const char *op)
-{
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu)
-		return zalloc(z, p, bytes, acct, op);
-#endif
-	*p = NULL;
-	if (bytes == 0)
-		return DPG_OK;
-	*p = malloc(bytes);
-	if (!*p)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory (%zu bytes)", bytes);
-	if (acct)
-		*acct += bytes;
-	return DPG_OK;
-}
-
-/* A stage-3 gather buffer: a kept one, else a new one (every one holds the
- * largest unit, so that any unit fits; page faults on fresh memory would
- * otherwise cost more than the gather). */
-static dpg_status_t gbuf_get(struct dpg_zero *z, void **p, const char *op)
-{
-	if (z->nspare > 0) {
-		*p = z->spare[--z->nspare];
-		z->spare_bytes -= z->gbuf_bytes;
-		z->param_bytes += z->gbuf_bytes;
-		return DPG_OK;
-	}
-	return zalloc_raw(z, p, z->gbuf_bytes, &z->param_bytes, op);
-}
-
-static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct);
-
-/* Give a gather buffer back: kept (up to two: the current unit and the
- * prefetched one) or freed. */
-static void gbuf_put(struct dpg_zero *z, void **p)
-{
-	if (!*p)
-		return;
-	z->param_bytes -= z->gbuf_bytes;
-	if (z->nspare < 2) {
-		z->spare[z->nspare++] = *p;
-		z->spare_bytes += z->gbuf_bytes;
-		*p = NULL;
-		return;
-	}
-	zfree(z, p, 0, NULL);
+	return zm(z, op, dpg_zmem_alloc(&z->mem, p, bytes, acct, &z->merr));
 }
 
 static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
 {
-	(void)z;
-	if (!*p)
-		return;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z))
-		(void)dpg_cuda_free(*p);
-	else
-#endif
-		free(*p);
-	*p = NULL;
-	if (acct)
-		*acct -= bytes;
-}
-
-static dpg_status_t zzero(struct dpg_zero *z, void *p, size_t bytes)
-{
-	(void)z;
-	if (bytes == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_memset0(p, bytes, NULL);
-
-		return rc ? cuda_st(z, "memset", rc) : DPG_OK;
-	}
-#endif
-	memset(p, 0, bytes);
-	return DPG_OK;
+	dpg_zmem_free(&z->mem, p, bytes, acct);
 }
 
 /* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
-static dpg_status_t zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
-			  int dir)
+dpg_status_t dpg_zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
+		       int dir)
 {
-	(void)z;
-	(void)dir;
-	if (bytes == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dir == 0 ? dpg_cuda_h2d(dst, src, bytes, NULL) :
-				    dpg_cuda_d2h(dst, src, bytes, NULL);
-
-		return rc ? cuda_st(z, "copy", rc) : DPG_OK;
-	}
-#endif
-	memmove(dst, src, bytes);
-	return DPG_OK;
-}
-
-/* fp32 -> working dtype, both in z's memory */
-static dpg_status_t zcast(struct dpg_zero *z, void *dst, const float *src, size_t n)
-{
-	if (n == 0)
-		return DPG_OK;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = z->o.param_dtype == DPG_BF16 ?
-			 dpg_cuda_f32_to_bf16(src, dst, n, NULL) :
-			 dpg_cuda_d2d(dst, src, n * sizeof(float), NULL);
-
-		return rc ? cuda_st(z, "cast", rc) : DPG_OK;
-	}
-#endif
-	if (z->o.param_dtype == DPG_BF16)
-		dpg_f32_to_bf16_n(src, dst, n);
-	else
-		memmove(dst, src, n * sizeof(float));
-	return DPG_OK;
-}
-
-static dpg_status_t z_to_bf16(struct dpg_zero *z, const float *in, uint16_t *out, size_t n)
-{
-	(void)z;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_f32_to_bf16(in, out, n, NULL);
-
-		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
-	}
-#endif
-	dpg_f32_to_bf16_n(in, out, n);
-	return DPG_OK;
-}
-
-static dpg_status_t z_from_bf16(struct dpg_zero *z, const uint16_t *in, float *out,
-				size_t n)
-{
-	(void)z;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_bf16_to_f32(in, out, n, NULL);
-
-		return rc ? cuda_st(z, "bf16", rc) : DPG_OK;
-	}
-#endif
-	dpg_bf16_to_f32_n(in, out, n);
-	return DPG_OK;
-}
-
-static dpg_status_t z_sumsq(struct dpg_zero *z, const float *x, size_t n, double *out)
-{
-	(void)z;
-#ifdef DPG_HAVE_CUDA_ZERO
-	if (zgpu(z)) {
-		int rc = dpg_cuda_sumsq(x, n, out, NULL);
-
-		return rc ? cuda_st(z, "sumsq", rc) : DPG_OK;
-	}
-#endif
-	*out = dpg_sumsq_f32(x, n);
-	return DPG_OK;
+	return zm(z, "copy", dpg_zmem_copy(&z->mem, dst, src, bytes, dir, &z->merr));
 }
 
 /* An allreduce of a few host values: through device memory on the GPU
  * (NCCL reduces device buffers only). */
-static dpg_status_t small_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host,
-				    dpg_dtype_t dt, dpg_op_t op)
+dpg_status_t dpg_zsmall_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host,
+				  dpg_dtype_t dt, dpg_op_t op)
 {
 	dpg_status_t st;
 
-	if (!z->on_gpu)
+	if (!z->mem.on_gpu)
 		return dpg_allreduce(comm, host, host, 1, dt, op, NULL);
 	if (!z->dscratch &&
 	    (st = zalloc(z, &z->dscratch, 8, NULL, "allreduce")) != DPG_OK)
 		return st;
-	if ((st = zcopy(z, z->dscratch, host, dpg_dtype_size(dt), 0)) != DPG_OK ||
+	if ((st = dpg_zcopy(z, z->dscratch, host, dpg_dtype_size(dt), 0)) != DPG_OK ||
 	    (st = dpg_allreduce(comm, z->dscratch, z->dscratch, 1, dt, op, NULL)) != DPG_OK)
 		return st;
-	return zcopy(z, host, z->dscratch, dpg_dtype_size(dt), 1);
+	return dpg_zcopy(z, host, z->dscratch, dpg_dtype_size(dt), 1);
 }
 
 /* ------------------------------------------------------------ options */
@@ -359,61 +106,32 @@ void dpg_zero_opts_default(dpg_zero_opts_t *o)
 	o->shard_size = 0;
 }
 
-dpg_status_t dpg_accum_steps(dpg_ctx_t *ctx, long global_batch, long micro_batch,
-			     int dp_size, int *k)
-{
-	long per;
-
-	if (!k || global_batch <= 0 || micro_batch <= 0 || dp_size <= 0) {
-		if (ctx)
-			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld, micro batch %ld "
-				       "and data-parallel size %d must all be positive",
-				       dpg_ctx_who(ctx), global_batch, micro_batch, dp_size);
-		return DPG_ERR_INVALID;
-	}
-	if (micro_batch > global_batch / dp_size || global_batch % dp_size != 0 ||
-	    (global_batch / dp_size) % micro_batch != 0) {
-		if (ctx)
-			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld is not a multiple "
-				       "of micro batch %ld x data-parallel size %d (= %ld): "
-				       "change the global or micro batch", dpg_ctx_who(ctx),
-				       global_batch, micro_batch, dp_size,
-				       micro_batch * (long)dp_size);
-		return DPG_ERR_INVALID;
-	}
-	per = global_batch / dp_size / micro_batch;
-	if (per > INT32_MAX)
-		return DPG_ERR_INVALID;
-	*k = (int)per;
-	return DPG_OK;
-}
-
 static dpg_status_t check_opts(struct dpg_zero *z, const dpg_zero_opts_t *o, int world)
 {
 	const char *op = "zero_create";
 
 	if (o->stage < 1 || o->stage > 3)
-		return zerr(z, DPG_ERR_INVALID, op, "stage %d: expected 1, 2 or 3", o->stage);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "stage %d: expected 1, 2 or 3", o->stage);
 	if (o->optimizer != DPG_OPT_ADAMW && o->optimizer != DPG_OPT_SGD)
-		return zerr(z, DPG_ERR_INVALID, op, "unknown optimizer %d", (int)o->optimizer);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "unknown optimizer %d", (int)o->optimizer);
 	if (o->param_dtype != DPG_F32 && o->param_dtype != DPG_BF16)
-		return zerr(z, DPG_ERR_INVALID, op, "param_dtype must be DPG_F32 or DPG_BF16");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "param_dtype must be DPG_F32 or DPG_BF16");
 	if (o->reduce_dtype != DPG_F32 && o->reduce_dtype != DPG_BF16)
-		return zerr(z, DPG_ERR_INVALID, op, "reduce_dtype must be DPG_F32 or DPG_BF16");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "reduce_dtype must be DPG_F32 or DPG_BF16");
 	if (o->accum_steps < 1)
-		return zerr(z, DPG_ERR_INVALID, op, "accum_steps %d: must be >= 1",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "accum_steps %d: must be >= 1",
 			    o->accum_steps);
 	if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
 	    !(o->eps > 0) || !(o->momentum >= 0 && o->momentum < 1) ||
 	    !(o->weight_decay >= 0) || isnan(o->clip_norm))
-		return zerr(z, DPG_ERR_INVALID, op, "optimizer hyper-parameters out of range "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "optimizer hyper-parameters out of range "
 			    "(need 0 <= beta1, beta2, momentum < 1, eps > 0, weight_decay >= 0)");
 	if (o->deterministic && o->reduce_dtype != DPG_F32)
-		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode sums in fixed point: "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "deterministic mode sums in fixed point: "
 			    "reduce_dtype must be DPG_F32");
 	if (o->shard_size < 0 || o->shard_size > world ||
 	    (o->shard_size > 0 && world % o->shard_size != 0))
-		return zerr(z, DPG_ERR_INVALID, op, "shard_size %d must divide the world size %d "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "shard_size %d must divide the world size %d "
 			    "(0 = the world)", o->shard_size, world);
 	return DPG_OK;
 }
@@ -470,20 +188,20 @@ static dpg_status_t pf_start(struct dpg_zero *z)
 	pf->qcap = z->L.nunits + 1;
 	pf->q = calloc((size_t)pf->qcap, sizeof(*pf->q));
 	if (!pf->q)
-		return zerr(z, DPG_ERR_NOMEM, "zero_commit", "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, "zero_commit", "out of memory");
 	st = dpg_comm_split(z->shard, 0, dpg_comm_rank(z->shard), &pf->comm);
 	if (st != DPG_OK)
 		return st;
 	if (pthread_mutex_init(&pf->mu, NULL) != 0)
-		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_mutex_init failed");
+		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_mutex_init failed");
 	if (pthread_cond_init(&pf->cv, NULL) != 0) {
 		pthread_mutex_destroy(&pf->mu);
-		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_cond_init failed");
+		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_cond_init failed");
 	}
 	if (pthread_create(&pf->th, NULL, pf_main, z) != 0) {
 		pthread_cond_destroy(&pf->cv);
 		pthread_mutex_destroy(&pf->mu);
-		return zerr(z, DPG_ERR_SYSTEM, "zero_commit", "cannot start the prefetch thread");
+		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "cannot start the prefetch thread");
 	}
 	pf->running = true;
 	return DPG_OK;
@@ -539,10 +257,10 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 		free(z);
 		return st;
 	}
-	z->on_gpu = dpg_backend(ctx) == DPG_BACKEND_NCCL;
-	z->device = dpg_ctx_device(ctx);
+	z->mem.on_gpu = dpg_backend(ctx) == DPG_BACKEND_NCCL;
+	z->mem.device = dpg_ctx_device(ctx);
 #ifndef DPG_HAVE_CUDA_ZERO
-	if (z->on_gpu) {
+	if (z->mem.on_gpu) {
 		free(z);
 		dpg_ctx_seterr(ctx, "%s zero_create: libdpg was built without nvcc: the "
 			       "sharded step needs its CUDA kernels on the NCCL backend "
@@ -550,13 +268,14 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 		return DPG_ERR_UNSUPPORTED;
 	}
 #endif
-	if (z->on_gpu && z->o.deterministic) {
+	if (z->mem.on_gpu && z->o.deterministic) {
 		free(z);
 		dpg_ctx_seterr(ctx, "%s zero_create: deterministic mode runs on the CPU backend "
 			       "only (not yet on NCCL)", dpg_ctx_who(ctx));
 		return DPG_ERR_UNSUPPORTED;
 	}
 	z->ps = z->o.param_dtype == DPG_BF16 ? 2 : 4;
+	z->mem.param_dtype = (int)z->o.param_dtype;
 	z->nstate = z->o.optimizer == DPG_OPT_ADAMW ? 3 : 2;
 	if (z->o.shard_size == 0 || z->o.shard_size == world) {
 		z->shard = dpg_world(ctx);
@@ -610,20 +329,20 @@ dpg_status_t dpg_zero_add_param(dpg_zero_t *z, const char *name, size_t numel,
 	if (!z)
 		return DPG_ERR_INVALID;
 	if (z->committed)
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': the model is already committed",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': the model is already committed",
 			    name ? name : "(null)");
 	if (!name || !*name || strlen(name) >= DPG_ZNAME_MAX)
-		return zerr(z, DPG_ERR_INVALID, op, "parameter %d: name must be 1-%d bytes",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "parameter %d: name must be 1-%d bytes",
 			    z->nparams, DPG_ZNAME_MAX - 1);
 	if (numel == 0)
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': zero elements", name);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': zero elements", name);
 	if (unit < 0 || (z->nparams == 0 && unit != 0) ||
 	    (z->nparams > 0 && unit != z->unit[z->nparams - 1] &&
 	     unit != z->unit[z->nparams - 1] + 1))
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': unit %d out of order (units are "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': unit %d out of order (units are "
 			    "0, 1, 2, ... in registration order)", name, unit);
 	if (z->nparams == z->cap && grow(z) != 0)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	snprintf(z->names[z->nparams], DPG_ZNAME_MAX, "%s", name);
 	z->numel[z->nparams] = numel;
 	z->unit[z->nparams] = unit;
@@ -645,25 +364,25 @@ dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 	if (!z)
 		return DPG_ERR_INVALID;
 	if (z->committed)
-		return zerr(z, DPG_ERR_INVALID, op, "already committed");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "already committed");
 	names = calloc((size_t)(z->nparams ? z->nparams : 1), sizeof(*names));
 	if (!names)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	for (i = 0; i < z->nparams; i++)
 		names[i] = z->names[i];
 	if (dpg_zlayout_build(&z->L, z->nparams, names, z->numel, z->unit, z->n, &e) != 0) {
 		free(names);
-		return zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
 	}
 	free(names);
 	z->u = calloc((size_t)z->L.nunits, sizeof(*z->u));
 	if (!z->u)
-		return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 	sh = z->L.shard_numel;
-	z->gbuf_bytes = z->L.max_unit_padded * z->ps;
+	z->mem.gbuf_bytes = z->L.max_unit_padded * z->ps;
 	for (k = 0; k < (size_t)z->nstate; k++)
 		if ((st = zalloc(z, (void **)&z->state[k], sh * sizeof(float), &z->optim_bytes,
-				 op)) != DPG_OK)
+				  op)) != DPG_OK)
 			return st;
 	if (z->o.stage < 3)
 		st = zalloc(z, &z->param_full, z->L.padded_numel * z->ps, &z->param_bytes, op);
@@ -678,7 +397,7 @@ dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 		st = zalloc(z, (void **)&z->grad_shard, sh * sizeof(float), &z->grad_bytes, op);
 	if (st != DPG_OK)
 		return st;
-	if (z->o.stage == 3 && z->n > 1 && !z->on_gpu && (st = pf_start(z)) != DPG_OK)
+	if (z->o.stage == 3 && z->n > 1 && !z->mem.on_gpu && (st = pf_start(z)) != DPG_OK)
 		return st;
 	z->committed = true;
 	return DPG_OK;
@@ -703,8 +422,7 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	zfree(z, (void **)&z->grad_full, 0, NULL);
 	zfree(z, (void **)&z->grad_shard, 0, NULL);
 	zfree(z, &z->dscratch, 0, NULL);
-	while (z->nspare > 0)
-		zfree(z, &z->spare[--z->nspare], 0, NULL);
+	dpg_zmem_gbuf_drain(&z->mem);
 	if (z->mesh)
 		dpg_mesh_destroy(z->mesh);
 	dpg_zlayout_free(&z->L);
@@ -716,29 +434,29 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	return DPG_OK;
 }
 
-static dpg_status_t need_committed(struct dpg_zero *z, const char *op)
+dpg_status_t dpg_zneed_committed(struct dpg_zero *z, const char *op)
 {
 	if (!z->committed)
-		return zerr(z, DPG_ERR_INVALID, op, "call dpg_zero_commit first");
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "call dpg_zero_commit first");
 	return DPG_OK;
 }
 
 static dpg_status_t check_id(struct dpg_zero *z, int id, const char *op)
 {
-	dpg_status_t st = need_committed(z, op);
+	dpg_status_t st = dpg_zneed_committed(z, op);
 
 	if (st == DPG_OK && (id < 0 || id >= z->L.nparams))
-		return zerr(z, DPG_ERR_INVALID, op, "no parameter %d (%d registered)", id,
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "no parameter %d (%d registered)", id,
 			    z->L.nparams);
 	return st;
 }
 
 static dpg_status_t check_unit(struct dpg_zero *z, int unit, const char *op)
 {
-	dpg_status_t st = need_committed(z, op);
+	dpg_status_t st = dpg_zneed_committed(z, op);
 
 	if (st == DPG_OK && (unit < 0 || unit >= z->L.nunits))
-		return zerr(z, DPG_ERR_INVALID, op, "no unit %d (%d units)", unit, z->L.nunits);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "no unit %d (%d units)", unit, z->L.nunits);
 	return st;
 }
 
@@ -756,7 +474,7 @@ static void *own_piece(struct dpg_zero *z, int u)
 
 /* Working parameters from the master shard: cast the own pieces, then
  * (stages 1-2) all-gather every unit in the shard group. */
-static dpg_status_t publish(struct dpg_zero *z)
+dpg_status_t dpg_zpublish(struct dpg_zero *z)
 {
 	dpg_status_t st;
 	int u;
@@ -764,7 +482,9 @@ static dpg_status_t publish(struct dpg_zero *z)
 	for (u = 0; u < z->L.nunits; u++) {
 		const struct dpg_zunit *U = &z->L.u[u];
 
-		if ((st = zcast(z, own_piece(z, u), z->state[0] + U->shard_off, U->shard)) != DPG_OK)
+		st = zm(z, "cast", dpg_zmem_cast(&z->mem, own_piece(z, u),
+						 z->state[0] + U->shard_off, U->shard, &z->merr));
+		if (st != DPG_OK)
 			return st;
 	}
 	if (z->o.stage == 3)
@@ -794,7 +514,7 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 	if ((st = check_id(z, id, op)) != DPG_OK)
 		return st;
 	if (!values)
-		return zerr(z, DPG_ERR_INVALID, op, "'%s': NULL values", z->L.p[id].name);
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': NULL values", z->L.p[id].name);
 	P = &z->L.p[id];
 	U = &z->L.u[P->unit];
 	lo = (size_t)z->r * U->shard;
@@ -804,12 +524,13 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 	if (a < b) {
 		float *dst = z->state[0] + U->shard_off + (a - lo);
 
-		if ((st = zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
-				0)) != DPG_OK)
+		if ((st = dpg_zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
+				 0)) != DPG_OK)
 			return st;
 		if (z->o.stage == 3 &&
-		    (st = zcast(z, (char *)z->param_shard + (U->shard_off + a - lo) * z->ps, dst,
-				b - a)) != DPG_OK)
+		    (st = zm(z, "cast", dpg_zmem_cast(&z->mem, (char *)z->param_shard +
+						      (U->shard_off + a - lo) * z->ps, dst, b - a,
+						      &z->merr))) != DPG_OK)
 			return st;
 	}
 	if (z->o.stage < 3) {
@@ -817,14 +538,14 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 		char *full = (char *)z->param_full + (U->flat_off + P->unit_off) * z->ps;
 
 		if (z->o.param_dtype == DPG_F32) {
-			st = zcopy(z, full, values, P->numel * sizeof(float), 0);
+			st = dpg_zcopy(z, full, values, P->numel * sizeof(float), 0);
 		} else {
 			uint16_t *tmp = malloc(P->numel * sizeof(uint16_t));
 
 			if (!tmp)
-				return zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+				return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
 			dpg_f32_to_bf16_n(values, tmp, P->numel);
-			st = zcopy(z, full, tmp, P->numel * sizeof(uint16_t), 0);
+			st = dpg_zcopy(z, full, tmp, P->numel * sizeof(uint16_t), 0);
 			free(tmp);
 		}
 	}
@@ -851,7 +572,7 @@ static dpg_status_t pf_failed(struct dpg_zero *z, const char *op)
 {
 	if (z->pf.st != DPG_ERR_INVALID)
 		dpg_ctx_set_failed(z->ctx);
-	return zerr(z, z->pf.st, op, "%s", z->pf.msg);
+	return dpg_zerr(z, z->pf.st, op, "%s", z->pf.msg);
 }
 
 /* Queue unit u's gather (its buffer allocated here, in the main thread). */
@@ -860,7 +581,8 @@ static dpg_status_t enqueue(struct dpg_zero *z, int u, const char *op)
 	const struct dpg_zunit *U = &z->L.u[u];
 	dpg_status_t st;
 
-	if ((st = gbuf_get(z, &z->u[u].full, op)) != DPG_OK)
+	st = zm(z, op, dpg_zmem_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, &z->merr));
+	if (st != DPG_OK)
 		return st;
 	if (!z->pf.running) {
 		/* synchronous: one rank, or the GPU (see the README) */
@@ -909,7 +631,7 @@ dpg_status_t dpg_zero_gather(dpg_zero_t *z, int unit, int next)
 		return st;
 	if (wait_gathered(z, unit) != UG_READY)
 		return z->pf.running ? pf_failed(z, op) :
-		       zerr(z, DPG_ERR_PEER, op, "unit %d could not be gathered", unit);
+		       dpg_zerr(z, DPG_ERR_PEER, op, "unit %d could not be gathered", unit);
 	if (next >= 0 && next != unit && z->u[next].gstate == UG_NONE)
 		return enqueue(z, next, op);
 	return DPG_OK;
@@ -926,7 +648,7 @@ dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
 	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
 		return DPG_OK;
 	(void)wait_gathered(z, unit);	/* never free under the worker */
-	gbuf_put(z, &z->u[unit].full);
+	dpg_zmem_gbuf_put(&z->mem, &z->u[unit].full, &z->param_bytes);
 	z->u[unit].gstate = UG_NONE;
 	return DPG_OK;
 }
@@ -977,10 +699,10 @@ static dpg_status_t fold_unit(struct dpg_zero *z, int u)
 	if (!full)
 		return DPG_OK;
 	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
-					 &z->grad_bytes, "zero_step")) != DPG_OK)
+					  &z->grad_bytes, "zero_step")) != DPG_OK)
 		return st;
 	if (dpg_fix_fold(full, z->u[u].acc, U->padded, &bad) != 0)
-		return zerr(z, DPG_ERR_INVALID, "zero_step", "deterministic mode: gradient value "
+		return dpg_zerr(z, DPG_ERR_INVALID, "zero_step", "deterministic mode: gradient value "
 			    "%g of unit %d is NaN, Inf or beyond the fixed-point range (|sum| < "
 			    "2^18): clip or scale the loss, or turn deterministic mode off", bad, u);
 	return DPG_OK;
@@ -999,7 +721,7 @@ static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
 	if ((st = fold_unit(z, u)) != DPG_OK)
 		return st;
 	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
-					 &z->grad_bytes, op)) != DPG_OK)
+					  &z->grad_bytes, op)) != DPG_OK)
 		return st;
 	acc = z->u[u].acc;
 	mine = acc + (size_t)z->r * U->shard;	/* the NCCL-style in-place block */
@@ -1009,7 +731,7 @@ static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
 	if (st != DPG_OK)
 		return st;
 	if (dpg_fix_to_f32(mine, grad_piece(z, u), U->shard, &z->det_sumsq) != 0)
-		return zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
 			    "unit %d is beyond the fixed-point range (|sum| < 2^18): clip or scale "
 			    "the loss, or turn deterministic mode off", u);
 	zfree(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
@@ -1031,9 +753,9 @@ static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 		return reduce_unit_det(z, u);
 	if (!full) {	/* no gradient this step: zeros, but take part */
 		if (z->o.stage == 1)
-			return zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
+			return dpg_zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
 		if ((st = zalloc(z, (void **)&z->u[u].grad, U->padded * sizeof(float),
-				 &z->grad_bytes, op)) != DPG_OK)
+				  &z->grad_bytes, op)) != DPG_OK)
 			return st;
 		full = z->u[u].grad;
 	}
@@ -1046,13 +768,13 @@ static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
 
 		if ((st = zalloc(z, (void **)&tmp, U->padded * 2, NULL, op)) != DPG_OK)
 			return st;
-		st = z_to_bf16(z, full, tmp, U->padded);
+		st = zm(z, "bf16", dpg_zmem_to_bf16(&z->mem, full, tmp, U->padded, &z->merr));
 		if (st == DPG_OK)
 			st = dpg_reduce_scatter(z->shard, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
 		if (st == DPG_OK && z->rep)
 			st = dpg_allreduce(z->rep, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
 		if (st == DPG_OK)
-			st = z_from_bf16(z, tmp, piece, U->shard);
+			st = zm(z, "bf16", dpg_zmem_from_bf16(&z->mem, tmp, piece, U->shard, &z->merr));
 		zfree(z, (void **)&tmp, 0, NULL);
 	}
 	if (st != DPG_OK)
@@ -1089,7 +811,7 @@ static dpg_status_t grad_norm_det(struct dpg_zero *z, double *norm2)
 	dpg_u128_to_limbs(z->det_sumsq, limbs);
 	z->det_sumsq = 0;
 	for (k = 0; k < 4 && z->n > 1; k++)
-		if ((st = small_allreduce(z, z->shard, &limbs[k], DPG_I64, DPG_SUM)) != DPG_OK)
+		if ((st = dpg_zsmall_allreduce(z, z->shard, &limbs[k], DPG_I64, DPG_SUM)) != DPG_OK)
 			return st;
 	*norm2 = ldexp((double)dpg_u128_from_limbs(limbs), -2 * DPG_FIX_BITS);
 	return DPG_OK;
@@ -1107,11 +829,13 @@ static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
 	for (u = 0; u < z->L.nunits; u++) {
 		double x;
 
-		if ((st = z_sumsq(z, grad_piece(z, u), z->L.u[u].shard, &x)) != DPG_OK)
+		st = zm(z, "sumsq", dpg_zmem_sumsq(&z->mem, grad_piece(z, u), z->L.u[u].shard,
+						   &x, &z->merr));
+		if (st != DPG_OK)
 			return st;
 		s += x;
 	}
-	if (z->n > 1 && (st = small_allreduce(z, z->shard, &s, DPG_F64, DPG_SUM)) != DPG_OK)
+	if (z->n > 1 && (st = dpg_zsmall_allreduce(z, z->shard, &s, DPG_F64, DPG_SUM)) != DPG_OK)
 		return st;
 	*norm2 = s;
 	return DPG_OK;
@@ -1139,7 +863,7 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			float *v = z->state[2] + off;
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (zgpu(z))
+			if (dpg_zmem_gpu(&z->mem))
 				rc = dpg_cuda_adamw(p, m, v, g, n, &h, NULL);
 			else
 #endif
@@ -1151,25 +875,26 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 			};
 
 #ifdef DPG_HAVE_CUDA_ZERO
-			if (zgpu(z))
+			if (dpg_zmem_gpu(&z->mem))
 				rc = dpg_cuda_sgd(p, m, g, n, &h, NULL);
 			else
 #endif
 				dpg_sgd_update(p, m, g, n, &h);
 		}
 		if (rc != 0)
-			st = cuda_st(z, "zero_step", rc);
+			st = zm(z, "zero_step", dpg_zmem_cuda_err(&z->merr, rc));
 	}
 	return st;
 }
 
-static dpg_status_t clear_grads(struct dpg_zero *z)
+dpg_status_t dpg_zclear_grads(struct dpg_zero *z)
 {
 	dpg_status_t st = DPG_OK;
 	int u;
 
 	if (z->o.stage == 1)
-		st = zzero(z, z->grad_full, z->L.padded_numel * sizeof(float));
+		st = zm(z, "memset", dpg_zmem_zero(&z->mem, z->grad_full,
+						   z->L.padded_numel * sizeof(float), &z->merr));
 	z->det_sumsq = 0;
 	for (u = 0; u < z->L.nunits; u++) {
 		z->u[u].reduced = false;
@@ -1190,10 +915,10 @@ dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	if ((st = need_committed(z, op)) != DPG_OK)
+	if ((st = dpg_zneed_committed(z, op)) != DPG_OK)
 		return st;
 	if (!isfinite(lr) || lr < 0)
-		return zerr(z, DPG_ERR_INVALID, op, "learning rate %g: must be finite and >= 0",
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "learning rate %g: must be finite and >= 0",
 			    (double)lr);
 	if (stats)
 		memset(stats, 0, sizeof(*stats));
@@ -1218,16 +943,16 @@ dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
 	if (z->o.clip_norm > 0 && norm > z->o.clip_norm)
 		clip = z->o.clip_norm / (norm + 1e-6);
 	if (!isfinite(norm))
-		return zerr(z, DPG_ERR_INVALID, op, "step %ld: the gradient norm is %g "
+		return dpg_zerr(z, DPG_ERR_INVALID, op, "step %ld: the gradient norm is %g "
 			    "(NaN or Inf in the gradients): parameters left unchanged",
 			    z->step + 1, norm);
 	if ((st = update(z, lr, (float)(base * clip))) != DPG_OK)
 		return st;
-	if ((st = clear_grads(z)) != DPG_OK)
+	if ((st = dpg_zclear_grads(z)) != DPG_OK)
 		return st;
 	z->micro = 0;
 	z->step++;
-	if ((st = publish(z)) != DPG_OK)
+	if ((st = dpg_zpublish(z)) != DPG_OK)
 		return st;
 	if (stats) {
 		stats->stepped = 1;
@@ -1246,174 +971,8 @@ dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem)
 	mem->param_bytes = z->param_bytes;
 	mem->grad_bytes = z->grad_bytes;
 	mem->optim_bytes = z->optim_bytes;
-	mem->cached_bytes = z->spare_bytes;
+	mem->cached_bytes = z->mem.spare_bytes;
 	mem->padded_numel = z->L.padded_numel;
 	mem->shard_numel = z->L.shard_numel;
 	return DPG_OK;
-}
-
-/* ------------------------------------------------------------ checkpoints */
-
-/* Agree on success: every rank passes its own status, all get the worst
- * (the first rank's message stays in each failing rank's context). */
-static dpg_status_t agree(struct dpg_zero *z, dpg_status_t mine, const char *op)
-{
-	char saved[DPG_ERR_MSG_MAX];
-	int32_t v = (int32_t)mine;
-	dpg_status_t st;
-
-	if (dpg_world_size(z->ctx) == 1)
-		return mine;
-	/* the allreduce clears the context's message: keep this rank's */
-	snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
-	st = small_allreduce(z, dpg_world(z->ctx), &v, DPG_I32, DPG_MAX);
-	if (st != DPG_OK) {
-		snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
-		return zerr(z, st, op, "agreeing on the outcome: %s", saved);
-	}
-	if (mine != DPG_OK)
-		dpg_ctx_seterr(z->ctx, "%s", saved);
-	if (v != DPG_OK && mine == DPG_OK)
-		return zerr(z, (dpg_status_t)v, op, "another rank failed (%s); see its log",
-			    dpg_strerror((dpg_status_t)v));
-	return mine;
-}
-
-/* Copy this rank's state arrays to host memory (GPU) or alias them. */
-static dpg_status_t host_state(struct dpg_zero *z, float **h, bool *owned, int dir)
-{
-	size_t bytes = z->L.shard_numel * sizeof(float);
-	dpg_status_t st;
-	int k;
-
-	*owned = z->on_gpu;
-	for (k = 0; k < z->nstate; k++) {
-		if (!z->on_gpu) {
-			h[k] = z->state[k];
-			continue;
-		}
-		h[k] = malloc(bytes ? bytes : 1);
-		if (!h[k])
-			return zerr(z, DPG_ERR_NOMEM, "zero_save", "out of memory");
-		if (dir == 1 && (st = zcopy(z, h[k], z->state[k], bytes, 1)) != DPG_OK)
-			return st;
-	}
-	return DPG_OK;
-}
-
-static void free_host_state(struct dpg_zero *z, float **h, bool owned)
-{
-	int k;
-
-	for (k = 0; owned && k < z->nstate; k++)
-		free(h[k]);
-}
-
-dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
-			   size_t extra_len)
-{
-	const char *op = "zero_save";
-	float *h[DPG_CKPT_MAX_STATE] = { NULL };
-	struct dpg_err e = { { 0 } };
-	bool owned = false, writer;
-	dpg_status_t st = DPG_OK;
-
-	if (!z)
-		return DPG_ERR_INVALID;
-	if ((st = need_committed(z, op)) != DPG_OK)
-		return st;
-	if (!dir || !*dir || (extra_len > 0 && !extra))
-		return zerr(z, DPG_ERR_INVALID, op, "no directory, or extra bytes without a buffer");
-	if (z->micro != 0)
-		return zerr(z, DPG_ERR_INVALID, op, "in the middle of an accumulation (%ld of %d "
-			    "micro-steps done): save after dpg_zero_step updated the parameters",
-			    z->micro, z->o.accum_steps);
-	writer = z->rep == NULL || dpg_mesh_coord(z->mesh, 0) == 0;
-	if (writer) {
-		if (dpg_ckpt_prepare(dir, z->step, &e) != 0)
-			st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-		if (st == DPG_OK)
-			st = host_state(z, h, &owned, 1);
-		if (st == DPG_OK && dpg_ckpt_write_shard(dir, z->step, &z->L, z->r, z->nstate,
-							 h, &e) != 0)
-			st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-		free_host_state(z, h, owned);
-	}
-	if ((st = agree(z, st, op)) != DPG_OK)
-		return st;
-	/* every shard is on disk: what a killed writer left behind can go */
-	if (dpg_rank(z->ctx) == 0)
-		dpg_ckpt_clean_tmp(dir, z->step);
-	if (dpg_rank(z->ctx) == 0 && dpg_ckpt_commit(dir, z->step, &z->L, (int)z->o.optimizer,
-						    z->nstate, extra, extra_len, &e) != 0)
-		st = zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-	return agree(z, st, op);
-}
-
-static dpg_status_t load_local(struct dpg_zero *z, const char *dir,
-			       struct dpg_ckpt_meta *meta)
-{
-	const char *op = "zero_load";
-	float *h[DPG_CKPT_MAX_STATE] = { NULL };
-	struct dpg_err e = { { 0 } };
-	bool owned = false;
-	dpg_status_t st;
-	int k;
-
-	if (dpg_ckpt_read_meta(dir, meta, &e) != 0)
-		return zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
-	if (meta->optimizer != (int)z->o.optimizer)
-		return zerr(z, DPG_ERR_INVALID, op, "checkpoint %s was saved with the %s "
-			    "optimizer, this run uses %s", meta->stepdir,
-			    meta->optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD",
-			    z->o.optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD");
-	if ((st = host_state(z, h, &owned, 0)) != DPG_OK) {
-		free_host_state(z, h, owned);
-		return st;
-	}
-	if (dpg_ckpt_read_shard(meta, &z->L, z->r, z->nstate, h, &e) != 0)
-		st = zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
-	for (k = 0; owned && st == DPG_OK && k < z->nstate; k++)
-		st = zcopy(z, z->state[k], h[k], z->L.shard_numel * sizeof(float), 0);
-	free_host_state(z, h, owned);
-	return st;
-}
-
-dpg_status_t dpg_zero_load(dpg_zero_t *z, const char *dir, void *extra,
-			   size_t extra_cap, size_t *extra_len)
-{
-	const char *op = "zero_load";
-	struct dpg_ckpt_meta meta;
-	dpg_status_t st;
-	long step = 0;
-
-	if (!z)
-		return DPG_ERR_INVALID;
-	if ((st = need_committed(z, op)) != DPG_OK)
-		return st;
-	if (!dir || !*dir)
-		return zerr(z, DPG_ERR_INVALID, op, "no directory");
-	memset(&meta, 0, sizeof(meta));
-	st = load_local(z, dir, &meta);
-	if (st == DPG_OK && meta.extra_len > 0 && meta.extra_len > extra_cap)
-		st = zerr(z, DPG_ERR_INVALID, op, "checkpoint %s holds %zu extra bytes, the "
-			  "buffer has room for %zu", meta.stepdir, meta.extra_len, extra_cap);
-	if (st == DPG_OK) {
-		if (meta.extra_len > 0)
-			memcpy(extra, meta.extra, meta.extra_len);
-		if (extra_len)
-			*extra_len = meta.extra_len;
-		step = meta.step;
-	}
-	dpg_ckpt_meta_free(&meta);
-	if ((st = agree(z, st, op)) != DPG_OK)
-		return st;
-	z->step = step;
-	z->micro = 0;
-	if ((st = clear_grads(z)) != DPG_OK)
-		return st;
-	for (int u = 0; u < z->L.nunits; u++)
-		if ((st = dpg_zero_release(z, u)) != DPG_OK)
-			return st;
-	return publish(z);
 }

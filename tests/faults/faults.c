@@ -56,7 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dpg.h"
+#include "dpg_zero.h"
 #include "../unit/testenv.h"
 #include "sha256.h"
 

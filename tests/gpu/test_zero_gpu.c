@@ -45,7 +45,7 @@
 #include <cuda_runtime.h>
 #pragma GCC diagnostic pop
 
-#include "dpg.h"
+#include "dpg_zero.h"
 #include "../unit/testenv.h"
 #include "optim.h"	/* the host loops: dpg_adamw_update, ... */
 #include "zero_cuda.h"	/* the kernels: dpg_cuda_adamw, ... */

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dpg.h"
+#include "dpg_zero.h"
 #include "optim.h"
 
 /* ---------------------------------------------------------------- helpers */

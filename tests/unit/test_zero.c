@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dpg.h"
+#include "dpg_zero.h"
 
 #define SECRET_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define MAX_RANKS 8

@@ -1,17 +1,18 @@
-/* trainutil.c - the public training helpers of dpg.h (pure functions): the
- * warm-up + cosine learning rate, per-rank seeds, the data-parallel batch. */
+/* schedule.c - the public training helpers of dpg_zero.h: the warm-up +
+ * cosine learning rate, micro-steps per step, per-rank seeds, the batch. */
 
-/* They take no context, so a failure cannot leave a message anywhere: the
- * status alone says what went wrong (DPG_ERR_INVALID: an argument out of
- * its documented range; DPG_ERR_NOMEM: the permutation could not be
- * allocated). */
+/* All but dpg_accum_steps are pure functions: they take no context, so a
+ * failure cannot leave a message anywhere and the status alone says what
+ * went wrong (DPG_ERR_INVALID: an argument out of its documented range;
+ * DPG_ERR_NOMEM: the permutation could not be allocated). */
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "dpg.h"
+#include "dpg_zero.h"
+#include "runtime.h"
 
 #define DPG_GOLDEN 0x9e3779b97f4a7c15ull	/* splitmix64's increment */
 #define DPG_PI 3.14159265358979323846
@@ -54,6 +55,36 @@ float dpg_lr_warmup_cosine(long step, long warmup, long total, float lr_max,
 	double t = (double)(step - warmup) / (double)(total - warmup);
 
 	return (float)(lo + 0.5 * (hi - lo) * (1.0 + cos(DPG_PI * t)));
+}
+
+/* The one helper with a context: its message goes there. */
+dpg_status_t dpg_accum_steps(dpg_ctx_t *ctx, long global_batch, long micro_batch,
+			     int dp_size, int *k)
+{
+	long per;
+
+	if (!k || global_batch <= 0 || micro_batch <= 0 || dp_size <= 0) {
+		if (ctx)
+			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld, micro batch %ld "
+				       "and data-parallel size %d must all be positive",
+				       dpg_ctx_who(ctx), global_batch, micro_batch, dp_size);
+		return DPG_ERR_INVALID;
+	}
+	if (micro_batch > global_batch / dp_size || global_batch % dp_size != 0 ||
+	    (global_batch / dp_size) % micro_batch != 0) {
+		if (ctx)
+			dpg_ctx_seterr(ctx, "%s accum_steps: global batch %ld is not a multiple "
+				       "of micro batch %ld x data-parallel size %d (= %ld): "
+				       "change the global or micro batch", dpg_ctx_who(ctx),
+				       global_batch, micro_batch, dp_size,
+				       micro_batch * (long)dp_size);
+		return DPG_ERR_INVALID;
+	}
+	per = global_batch / dp_size / micro_batch;
+	if (per > INT32_MAX)
+		return DPG_ERR_INVALID;
+	*k = (int)per;
+	return DPG_OK;
 }
 
 /* The k-th output (k = rank in the high 32 bits, xor stream) of a

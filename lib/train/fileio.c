@@ -1,0 +1,364 @@
+/* fileio.c - durable files: whole reads and writes, directory syncs, mkdir -p,
+ * and the atomic writer (NAME.tmp.PID, hashed, fsync'd, renamed, dir synced). */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "le.h"
+
+/* ---------------------------------------------------------------- floats */
+
+void dpg_fio_encode_floats(uint8_t *p, const float *src, size_t n)
+{
+	size_t i;
+	uint32_t v;
+
+	for (i = 0; i < n; i++) {
+		memcpy(&v, &src[i], sizeof(v));
+		dpg_le_put32(p + 4 * i, v);
+	}
+}
+
+void dpg_fio_decode_floats(float *dst, const uint8_t *p, size_t n)
+{
+	size_t i;
+	uint32_t v;
+
+	for (i = 0; i < n; i++) {
+		v = dpg_le_get32(p + 4 * i);
+		memcpy(&dst[i], &v, sizeof(v));
+	}
+}
+
+/* ---------------------------------------------------------------- syscalls */
+
+int dpg_fio_write_full(int fd, const void *buf, size_t n)
+{
+	const unsigned char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -DPG_ERR_SYSTEM;
+		if (w == 0) {
+			errno = EIO;
+			return -DPG_ERR_SYSTEM;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Read n bytes at off (off < 0: at the file position), fewer only at end of
+ * file (*got says how many). */
+int dpg_fio_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
+{
+	unsigned char *p = buf;
+
+	*got = 0;
+	while (*got < n) {
+		ssize_t r = off < 0 ? read(fd, p + *got, n - *got) :
+				      pread(fd, p + *got, n - *got, off + (off_t)*got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -DPG_ERR_SYSTEM;
+		if (r == 0)
+			break;
+		*got += (size_t)r;
+	}
+	return 0;
+}
+
+int dpg_fio_read_full(int fd, void *buf, size_t n, size_t *got)
+{
+	return dpg_fio_pread_full(fd, buf, n, -1, got);
+}
+
+static int fsync_retry(int fd)
+{
+	while (fsync(fd) != 0) {
+		if (errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+/* Make dir's entries durable.  EINVAL: the file system cannot sync a
+ * directory (nothing more to do there). */
+int dpg_fio_fsync_dir(const char *dir, struct dpg_err *err)
+{
+	int fd, e;
+
+	do {
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open the directory to sync "
+				"it: %s", dir, strerror(errno));
+	if (fsync_retry(fd) != 0 && errno != EINVAL) {
+		e = errno;
+		(void)close(fd);
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: fsync of the directory failed: %s",
+				dir, strerror(e));
+	}
+	if (close(fd) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: close of the directory failed: %s",
+				dir, strerror(errno));
+	return 0;
+}
+
+int dpg_fio_open_read(const char *path)
+{
+	int fd;
+
+	do {	/* O_NONBLOCK: a FIFO under a checkpoint name must not block us */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	} while (fd < 0 && errno == EINTR);
+	return fd;
+}
+
+/* A read-only descriptor: nothing can be lost at close, so its result is
+ * of no use. */
+void dpg_fio_close_read(int fd)
+{
+	(void)close(fd);
+}
+
+int dpg_fio_path_join(char *buf, size_t len, const char *a, const char *b,
+		      struct dpg_err *err)
+{
+	int n = snprintf(buf, len, "%s/%s", a, b);
+
+	if (n < 0 || (size_t)n >= len)
+		return dpg_errf(err, "checkpoint path %s/%s is longer than %zu bytes; "
+				"use a shorter directory", a, b, len - 1);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- atomic writer */
+
+static int wf_create(struct dpg_wfile *w, struct dpg_err *err)
+{
+	int tries = 0, e;
+
+	for (;;) {
+		w->fd = open(w->tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+		if (w->fd >= 0)
+			break;
+		e = errno;
+		if (e == EINTR)
+			continue;
+		/* NAME.tmp.<our pid>: left by a crashed process that had our pid
+		 * (one writer per NAME), so it is stale. */
+		if (e == EEXIST && tries++ == 0 && unlink(w->tmp) == 0)
+			continue;
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot create: %s", w->tmp,
+				strerror(e));
+	}
+	w->created = 1;
+	return 0;
+}
+
+int dpg_wf_open(struct dpg_wfile *w, const char *dir, const char *name,
+		struct dpg_err *err)
+{
+	int n, rc;
+
+	memset(w, 0, sizeof(*w));
+	w->fd = -1;
+	w->dir = dir;
+	if ((rc = dpg_fio_path_join(w->path, sizeof(w->path), dir, name, err)) != 0)
+		return rc;
+	n = snprintf(w->tmp, sizeof(w->tmp), "%s.tmp.%ld", w->path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(w->tmp))
+		return dpg_errf(err, "%s: path too long for its temporary name; "
+				"use a shorter directory", w->path);
+	w->buf = malloc(DPG_FIO_BUF);
+	if (!w->buf)
+		return dpg_errs(err, DPG_ERR_NOMEM, "%s: out of memory for the write buffer",
+				w->path);
+	if ((rc = wf_create(w, err)) != 0) {
+		free(w->buf);
+		w->buf = NULL;
+		return rc;
+	}
+	dpg_sha256_init(&w->sha);
+	return 0;
+}
+
+/* After any failure (not after a failed dpg_wf_open): drop the temporary file. */
+void dpg_wf_abort(struct dpg_wfile *w)
+{
+	if (w->fd >= 0)
+		(void)close(w->fd);
+	w->fd = -1;
+	if (w->created)
+		(void)unlink(w->tmp);
+	w->created = 0;
+	free(w->buf);
+	w->buf = NULL;
+}
+
+static int wf_flush(struct dpg_wfile *w, struct dpg_err *err)
+{
+	if (w->len > 0 && dpg_fio_write_full(w->fd, w->buf, w->len) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: write failed: %s",
+				w->tmp, strerror(errno));
+	w->len = 0;
+	return 0;
+}
+
+/* Append n bytes, hashed unless raw. */
+static int wf_append(struct dpg_wfile *w, const void *data, size_t n, int raw,
+		     struct dpg_err *err)
+{
+	const unsigned char *p = data;
+	int rc;
+
+	if (!raw)
+		dpg_sha256_update(&w->sha, p, n);
+	while (n > 0) {
+		size_t m;
+
+		if (w->len == DPG_FIO_BUF && (rc = wf_flush(w, err)) != 0)
+			return rc;
+		m = DPG_FIO_BUF - w->len;
+		if (m > n)
+			m = n;
+		memcpy(w->buf + w->len, p, m);
+		w->len += m;
+		p += m;
+		n -= m;
+	}
+	return 0;
+}
+
+int dpg_wf_put(struct dpg_wfile *w, const void *data, size_t n, struct dpg_err *err)
+{
+	return wf_append(w, data, n, 0, err);
+}
+
+int dpg_wf_floats(struct dpg_wfile *w, const float *src, size_t n, struct dpg_err *err)
+{
+	int rc;
+
+	while (n > 0) {
+		size_t m;
+
+		if (DPG_FIO_BUF - w->len < 4 && (rc = wf_flush(w, err)) != 0)
+			return rc;
+		m = (DPG_FIO_BUF - w->len) / 4;
+		if (m > n)
+			m = n;
+		dpg_fio_encode_floats(w->buf + w->len, src, m);
+		dpg_sha256_update(&w->sha, w->buf + w->len, 4 * m);
+		w->len += 4 * m;
+		src += m;
+		n -= m;
+	}
+	return 0;
+}
+
+/* Append the digest (with_sha), flush, fsync, close, rename over NAME and
+ * sync the directory.  On failure the caller calls dpg_wf_abort. */
+int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err)
+{
+	uint8_t digest[DPG_SHA256_LEN];
+	int fd, rc;
+
+	if (with_sha) {
+		dpg_sha256_final(&w->sha, digest);
+		if ((rc = wf_append(w, digest, sizeof(digest), 1, err)) != 0)
+			return rc;
+	}
+	if ((rc = wf_flush(w, err)) != 0)
+		return rc;
+	if (fsync_retry(w->fd) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: fsync failed: %s", w->tmp,
+				strerror(errno));
+	fd = w->fd;
+	w->fd = -1;
+	if (close(fd) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: close failed: %s", w->tmp,
+				strerror(errno));
+	if (rename(w->tmp, w->path) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot rename to %s: %s", w->tmp,
+				w->path, strerror(errno));
+	w->created = 0;
+	free(w->buf);
+	w->buf = NULL;
+	return dpg_fio_fsync_dir(w->dir, err);
+}
+
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* mkdir path (its parent exists); sync the parent when it was created. */
+int dpg_fio_mkdir(char *path, struct dpg_err *err)
+{
+	char *slash;
+	int rc;
+
+	if (mkdir(path, 0755) != 0) {
+		int e = errno;
+
+		if (is_dir(path))
+			return 0;	/* EEXIST, or EACCES/EROFS on one that exists */
+		if (e == EEXIST)
+			return dpg_errf(err, "%s exists and is not a directory; "
+					"choose another checkpoint directory", path);
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot create the checkpoint "
+				"directory: %s", path, strerror(e));
+	}
+	slash = strrchr(path, '/');
+	if (!slash)
+		return dpg_fio_fsync_dir(".", err);
+	if (slash == path)
+		return dpg_fio_fsync_dir("/", err);
+	*slash = '\0';
+	rc = dpg_fio_fsync_dir(path, err);
+	*slash = '/';
+	return rc;
+}
+
+int dpg_fio_mkdir_p(const char *dir, struct dpg_err *err)
+{
+	char buf[DPG_FIO_PATH_MAX];
+	size_t n = strlen(dir), i;
+	int rc;
+
+	if (n >= sizeof(buf))
+		return dpg_errf(err, "checkpoint directory %.64s... is longer than %zu bytes",
+				dir, sizeof(buf) - 1);
+	memcpy(buf, dir, n + 1);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	for (i = 1; i < n; i++) {
+		if (buf[i] != '/' || buf[i - 1] == '/')
+			continue;
+		buf[i] = '\0';
+		if ((rc = dpg_fio_mkdir(buf, err)) != 0)
+			return rc;
+		buf[i] = '/';
+	}
+	return dpg_fio_mkdir(buf, err);
+}
+

@@ -1,0 +1,74 @@
+/* fileio.h - durable files: whole reads and writes, directory syncs, mkdir -p,
+ * and an atomic, hashed writer (the checkpoint's file layer). */
+#ifndef DPG_LIB_FILEIO_H
+#define DPG_LIB_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "sha256.h"
+
+#define DPG_FIO_PATH_MAX 4096
+/* The writer's buffer; deliberately not a multiple of 4 so that buffer edges
+ * split floats and the carry-over path runs in every multi-buffer read. */
+#define DPG_FIO_BUF (64 * 1024 + 2)
+
+/* Arrays of IEEE-754 binary32, little-endian (4 * n bytes at p). */
+void dpg_fio_encode_floats(uint8_t *p, const float *src, size_t n);
+void dpg_fio_decode_floats(float *dst, const uint8_t *p, size_t n);
+
+/* Raw descriptors: 0, or -DPG_ERR_SYSTEM with errno set (no message).
+ * dpg_fio_pread_full reads n bytes at off (off < 0: at the file position),
+ * fewer only at end of file (*got says how many). */
+int dpg_fio_write_full(int fd, const void *buf, size_t n);
+int dpg_fio_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got);
+int dpg_fio_read_full(int fd, void *buf, size_t n, size_t *got);
+/* open(O_RDONLY | O_NONBLOCK), retried on EINTR: a descriptor or -1 (errno);
+ * dpg_fio_close_read closes it (nothing can be lost at close). */
+int dpg_fio_open_read(const char *path);
+void dpg_fio_close_read(int fd);
+
+/* The functions below return 0 or -DPG_ERR_SYSTEM (a system call failed),
+ * -DPG_ERR_NOMEM, or -DPG_ERR_INVALID (a path too long, a file where a
+ * directory should be), with the message in err. */
+
+/* "a/b" into buf. */
+int dpg_fio_path_join(char *buf, size_t len, const char *a, const char *b,
+		      struct dpg_err *err);
+/* Make dir's entries durable (a file system that cannot sync a directory
+ * is not an error). */
+int dpg_fio_fsync_dir(const char *dir, struct dpg_err *err);
+/* mkdir path (its parent exists; one that exists is fine), syncing the
+ * parent when it was created; path is restored before returning. */
+int dpg_fio_mkdir(char *path, struct dpg_err *err);
+/* mkdir -p dir, every new level made durable. */
+int dpg_fio_mkdir_p(const char *dir, struct dpg_err *err);
+
+/* The atomic writer: DIR/NAME is written as DIR/NAME.tmp.PID through a
+ * buffer that hashes what passes, then fsync'd, renamed over NAME and the
+ * directory synced.  After a failure of any call but dpg_wf_open, the
+ * caller calls dpg_wf_abort (which removes the temporary file). */
+struct dpg_wfile {
+	const char *dir;		/* NAME's directory (synced after rename) */
+	char path[DPG_FIO_PATH_MAX];	/* NAME */
+	char tmp[DPG_FIO_PATH_MAX];	/* NAME.tmp.PID */
+	int fd;
+	int created;			/* tmp exists and is ours to remove */
+	struct dpg_sha256 sha;
+	unsigned char *buf;		/* DPG_FIO_BUF bytes, owned */
+	size_t len;
+};
+
+int dpg_wf_open(struct dpg_wfile *w, const char *dir, const char *name,
+		struct dpg_err *err);
+/* Append n bytes (hashed). */
+int dpg_wf_put(struct dpg_wfile *w, const void *data, size_t n, struct dpg_err *err);
+/* Append n floats as little-endian binary32 (hashed). */
+int dpg_wf_floats(struct dpg_wfile *w, const float *src, size_t n, struct dpg_err *err);
+/* Append the digest (with_sha), flush, fsync, close, rename, sync the dir. */
+int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err);
+void dpg_wf_abort(struct dpg_wfile *w);
+
+#endif

@@ -1,0 +1,61 @@
+/* zero_mem.h - the sharded model's buffers: the same operations on host and
+ * device memory, and the pool of stage-3 gather buffers. */
+#ifndef DPG_LIB_ZERO_MEM_H
+#define DPG_LIB_ZERO_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Where a model's buffers live.  Every function that can fail returns 0 or
+ * -DPG_ERR_NOMEM / -DPG_ERR_BACKEND (CUDA) with its message in err. */
+struct dpg_zmem {
+	bool on_gpu;
+	int device;		/* the CUDA device to make current (GPU; -1: leave it) */
+	int param_dtype;	/* dpg_dtype_t of the working parameters (dpg_zmem_cast) */
+	/* stage 3: released gather buffers kept for reuse */
+	void *spare[2];
+	int nspare;
+	size_t gbuf_bytes;	/* every gather buffer holds the largest unit */
+	size_t spare_bytes;
+};
+
+/* On the GPU? Then make m's device current (every buffer of m lives there,
+ * whatever device the caller selected since) and return 1. */
+int dpg_zmem_gpu(const struct dpg_zmem *m);
+/* A CUDA status rc (!= 0) as -DPG_ERR_BACKEND with its message. */
+int dpg_zmem_cuda_err(struct dpg_err *err, int rc);
+
+/* bytes of zeroed memory at *p (NULL for 0 bytes), added to *acct. */
+int dpg_zmem_alloc(const struct dpg_zmem *m, void **p, size_t bytes, size_t *acct,
+		   struct dpg_err *err);
+/* The same without zeroing, for buffers written in full before they are read. */
+int dpg_zmem_alloc_raw(const struct dpg_zmem *m, void **p, size_t bytes, size_t *acct,
+		       struct dpg_err *err);
+/* Free *p (NULL: nothing), set it NULL, take bytes off *acct. */
+void dpg_zmem_free(const struct dpg_zmem *m, void **p, size_t bytes, size_t *acct);
+/* A stage-3 gather buffer (gbuf_bytes, counted in *acct): a kept one, else
+ * a new one; dpg_zmem_gbuf_put gives it back (kept, up to two, or freed). */
+int dpg_zmem_gbuf_get(struct dpg_zmem *m, void **p, size_t *acct, struct dpg_err *err);
+void dpg_zmem_gbuf_put(struct dpg_zmem *m, void **p, size_t *acct);
+/* Free the kept gather buffers. */
+void dpg_zmem_gbuf_drain(struct dpg_zmem *m);
+
+int dpg_zmem_zero(const struct dpg_zmem *m, void *p, size_t bytes, struct dpg_err *err);
+/* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
+int dpg_zmem_copy(const struct dpg_zmem *m, void *dst, const void *src, size_t bytes,
+		  int dir, struct dpg_err *err);
+/* fp32 -> working dtype, both in m's memory */
+int dpg_zmem_cast(const struct dpg_zmem *m, void *dst, const float *src, size_t n,
+		  struct dpg_err *err);
+int dpg_zmem_to_bf16(const struct dpg_zmem *m, const float *in, uint16_t *out, size_t n,
+		     struct dpg_err *err);
+int dpg_zmem_from_bf16(const struct dpg_zmem *m, const uint16_t *in, float *out,
+		       size_t n, struct dpg_err *err);
+int dpg_zmem_sumsq(const struct dpg_zmem *m, const float *x, size_t n, double *out,
+		   struct dpg_err *err);
+
+#endif
+
