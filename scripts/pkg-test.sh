@@ -110,7 +110,7 @@ plugdir=$libdir/slurm-wlm
 contents_ok() {
 	local f rc=0
 	for f in "$plugdir/dpg.so" "$libdir/libdpg.so.0" "$libdir/libdpg.so" \
-		"$libdir/pkgconfig/dpg.pc" "$root/usr/include/dpg.h" "$root/usr/bin/dpg-plan" \
+		"$libdir/pkgconfig/dpg.pc" "$root/usr/include/dpg.h" "$root/usr/include/dpg_zero.h" "$root/usr/bin/dpg-plan" \
 		"$root/usr/share/dpg/plugstack.conf.d/dpg.conf"; do
 		[ -e "$f" ] || { echo "   | missing ${f#"$root"}"; rc=1; }
 	done
