@@ -154,8 +154,9 @@ static void test_fold_range_errors(void **state)
 	}
 }
 
-/* The sum of squares is exact: compare with a long double reference (64-bit
- * mantissa: agrees to its rounding) and with exact values at the limits. */
+/* The sum of squares is exact: compare with a long double reference (agrees
+ * to the reference's own rounding; loose enough for valgrind, which computes
+ * long double as double) and with exact values at the limits. */
 static void test_sumsq(void **state)
 {
 	int64_t x[N];
@@ -174,7 +175,7 @@ static void test_sumsq(void **state)
 	{
 		long double got = (long double)sq;
 
-		assert_true(fabsl(got - ref) <= ref * 0x1p-50L);
+		assert_true(fabsl(got - ref) <= ref * 0x1p-40L);
 	}
 	for (int i = 0; i < N; i++)
 		assert_true(out[i] == (float)ldexp((double)x[i], -DPG_FIX_BITS));
