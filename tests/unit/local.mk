@@ -19,7 +19,15 @@ UNIT_TESTS = \
 	tests/unit/test_optim \
 	tests/unit/test_ckpt \
 	tests/unit/test_mlp \
-	tests/unit/test_zero
+	tests/unit/test_zero \
+	tests/unit/runtime/test_net \
+	tests/unit/runtime/test_sha256 \
+	tests/unit/runtime/test_reduce \
+	tests/unit/runtime/test_shm \
+	tests/unit/train/test_detsum \
+	tests/unit/launch/test_opts \
+	tests/unit/common/test_parse \
+	tests/unit/common/test_env
 
 if HAVE_CMOCKA
 check_PROGRAMS = $(UNIT_TESTS)
@@ -110,6 +118,38 @@ tests_unit_test_zero_SOURCES = tests/unit/test_zero.c tests/unit/ranks.h tests/u
 tests_unit_test_zero_CPPFLAGS = $(ALL_CPPFLAGS)
 tests_unit_test_zero_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_zero_LDADD = $(RT_LDADD)
+tests_unit_runtime_test_net_SOURCES = tests/unit/runtime/test_net.c tests/unit/testenv.h
+tests_unit_runtime_test_net_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_runtime_test_net_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_runtime_test_net_LDADD = $(RT_LDADD)
+tests_unit_runtime_test_sha256_SOURCES = tests/unit/runtime/test_sha256.c
+tests_unit_runtime_test_sha256_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_runtime_test_sha256_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_runtime_test_sha256_LDADD = $(RT_LDADD)
+tests_unit_runtime_test_reduce_SOURCES = tests/unit/runtime/test_reduce.c
+tests_unit_runtime_test_reduce_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_runtime_test_reduce_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_runtime_test_reduce_LDADD = $(RT_LDADD)
+tests_unit_runtime_test_shm_SOURCES = tests/unit/runtime/test_shm.c
+tests_unit_runtime_test_shm_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_runtime_test_shm_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_runtime_test_shm_LDADD = $(RT_LDADD)
+tests_unit_train_test_detsum_SOURCES = tests/unit/train/test_detsum.c
+tests_unit_train_test_detsum_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_train_test_detsum_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_train_test_detsum_LDADD = $(RT_LDADD)
+tests_unit_launch_test_opts_SOURCES = tests/unit/launch/test_opts.c
+tests_unit_launch_test_opts_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_launch_test_opts_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_launch_test_opts_LDADD = $(UNIT_LDADD)
+tests_unit_common_test_parse_SOURCES = tests/unit/common/test_parse.c
+tests_unit_common_test_parse_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_common_test_parse_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_common_test_parse_LDADD = $(UNIT_LDADD)
+tests_unit_common_test_env_SOURCES = tests/unit/common/test_env.c
+tests_unit_common_test_env_CPPFLAGS = $(ALL_CPPFLAGS)
+tests_unit_common_test_env_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_common_test_env_LDADD = $(UNIT_LDADD)
 else
 check-local:
 	@echo "make check: cmocka not found (install libcmocka-dev and re-run configure)" >&2; exit 1

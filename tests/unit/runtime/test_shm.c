@@ -1,0 +1,748 @@
+/* test_shm.c - unit tests for lib/runtime/cpu/shm.c used directly (not
+ * through the CPU backend, which test_coll.c covers): bad arguments, the
+ * segment's name in /dev/shm and its removal, a peer's bad or missing
+ * segment, mismatched settings, the pipes, the failure word, dpg_fail_format
+ * and a dead or absent local rank noticed in bounded time.
+ *
+ * Rank processes are forked per test and meet through a real rendezvous
+ * store, served by a forked process.  Children report through their exit
+ * status (and stderr); they never use cmocka. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
+#include "net.h"
+#include "shm.h"
+#include "store.h"
+
+#define MAXR 3
+
+static pid_t g_store_pid;
+static uint8_t g_secret[32];
+static uint16_t g_port;
+static int g_seq;		/* makes the store keys of every test distinct */
+static int g_rank = -1;
+
+static const char *const HOSTS[MAXR] = { "h0", "h1", "h2" };
+static const int RANKS[MAXR] = { 0, 1, 2 };
+
+#define CHK(cond, ...)								\
+	do {									\
+		if (!(cond)) {							\
+			fprintf(stderr, "rank %d: line %d: ", g_rank, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);				\
+			fputc('\n', stderr);					\
+			return 1;						\
+		}								\
+	} while (0)
+
+/* ------------------------------------------------------------ the store */
+
+static int group_setup(void **state)
+{
+	int fds[2];
+
+	(void)state;
+	if (getrandom(g_secret, sizeof(g_secret), 0) != (ssize_t)sizeof(g_secret) ||
+	    pipe(fds) != 0)
+		return -1;
+	fflush(NULL);
+	g_store_pid = fork();
+	if (g_store_pid < 0)
+		return -1;
+	if (g_store_pid == 0) {
+		struct dpg_store_server *srv;
+		struct dpg_err err = { "" };
+		uint16_t port = 0;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(fds[0]);
+		if (dpg_store_server_start("127.0.0.1", 0, g_secret, sizeof(g_secret), &srv,
+					   &err) != 0)
+			fprintf(stderr, "store: %s\n", err.msg);
+		else
+			port = dpg_store_server_port(srv);
+		if (write(fds[1], &port, sizeof(port)) != (ssize_t)sizeof(port) || port == 0)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	if (read(fds[0], &g_port, sizeof(g_port)) != (ssize_t)sizeof(g_port) || g_port == 0) {
+		close(fds[0]);
+		return -1;
+	}
+	close(fds[0]);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (g_store_pid > 0) {
+		kill(g_store_pid, SIGKILL);
+		waitpid(g_store_pid, NULL, 0);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ ranks */
+
+/* What one rank of a test knows. */
+struct rk {
+	int rank, n, seq;
+	struct dpg_store *st;
+	pid_t pids[MAXR];
+	struct dpg_shm_cfg cfg;
+	char key[64];
+};
+
+static char *rkey(const struct rk *r, const char *what, int who, char *buf, size_t len)
+{
+	snprintf(buf, len, "t%d/%s/%d", r->seq, what, who);
+	return buf;
+}
+
+/* Connect to the store, learn the other ranks' pids, fill a direct-mode
+ * configuration with small slots. */
+static int rk_start(struct rk *r, int rank, int n)
+{
+	struct dpg_err err = { "" };
+	char k[64], v[16];
+	int q;
+
+	g_rank = rank;
+	r->rank = rank;
+	r->n = n;
+	CHK(dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			      dpg_now_ms() + 5000, NULL, &r->st, &err) == 0,
+	    "store connect: %s", err.msg);
+	snprintf(v, sizeof(v), "%d", (int)getpid());
+	CHK(dpg_store_set(r->st, rkey(r, "pid", rank, k, sizeof(k)), v, strlen(v) + 1,
+			  dpg_now_ms() + 5000, &err) == 0, "set pid: %s", err.msg);
+	for (q = 0; q < n; q++) {
+		void *val = NULL;
+		size_t len = 0;
+
+		CHK(dpg_store_get(r->st, rkey(r, "pid", q, k, sizeof(k)), &val, &len,
+				  dpg_now_ms() + 5000, &err) == 0, "get pid: %s", err.msg);
+		r->pids[q] = (pid_t)atoi(val);
+		free(val);
+	}
+	snprintf(r->key, sizeof(r->key), "t%d/seg", r->seq);
+	memset(&r->cfg, 0, sizeof(r->cfg));
+	r->cfg.mode = DPG_SHM_DIRECT;
+	r->cfg.nlocal = n;
+	r->cfg.lrank = rank;
+	r->cfg.ranks = RANKS;
+	r->cfg.pids = r->pids;
+	r->cfg.pid_ok = true;
+	r->cfg.hosts = HOSTS;
+	r->cfg.self = rank;
+	r->cfg.oversub = 1;		/* never spin: the test machine is small */
+	r->cfg.slot_bytes = 8192;
+	r->cfg.pipe_to = -1;
+	r->cfg.pipe_from = -1;
+	r->cfg.store = r->st;
+	r->cfg.key = r->key;
+	r->cfg.deadline_ms = dpg_now_ms() + 5000;
+	return 0;
+}
+
+static struct dpg_shm_wait wait_for(int64_t ms, const volatile int *abort)
+{
+	struct dpg_shm_wait w = { .deadline_ms = dpg_now_ms() + ms, .abort = abort,
+				  .timeout_s = (double)ms / 1000.0 };
+
+	return w;
+}
+
+/* Signal / wait for a named event through the store. */
+static int post(struct rk *r, const char *what)
+{
+	struct dpg_err err = { "" };
+	char k[64];
+
+	CHK(dpg_store_set(r->st, rkey(r, what, 0, k, sizeof(k)), "1", 2,
+			  dpg_now_ms() + 5000, &err) == 0, "post %s: %s", what, err.msg);
+	return 0;
+}
+
+static int await(struct rk *r, const char *what)
+{
+	struct dpg_err err = { "" };
+	void *val = NULL;
+	size_t len;
+	char k[64];
+
+	CHK(dpg_store_get(r->st, rkey(r, what, 0, k, sizeof(k)), &val, &len,
+			  dpg_now_ms() + 8000, &err) == 0, "await %s: %s", what, err.msg);
+	free(val);
+	return 0;
+}
+
+/* Run fn in n forked ranks; every rank must exit 0 within limit_s. */
+static void run_ranks(int n, int (*fn)(struct rk *r), double limit_s)
+{
+	pid_t pids[MAXR];
+	int seq = ++g_seq, left = n, bad = 0;
+	int64_t t0 = dpg_now_ms();
+
+	fflush(NULL);
+	for (int q = 0; q < n; q++) {
+		pids[q] = fork();
+		assert_true(pids[q] >= 0);
+		if (pids[q] == 0) {
+			struct rk r = { .seq = seq };
+			int st;
+
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			st = rk_start(&r, q, n);
+			if (st == 0)
+				st = fn(&r);
+			dpg_store_close(r.st);
+			fflush(NULL);
+#ifdef __SANITIZE_ADDRESS__
+			if (st == 0 && __lsan_do_recoverable_leak_check() != 0)
+				st = 7;
+#endif
+			_exit(st);
+		}
+	}
+	while (left > 0) {
+		int st;
+		pid_t w = waitpid(-1, &st, WNOHANG);
+
+		if (w > 0) {
+			for (int q = 0; q < n; q++)
+				if (pids[q] == w) {
+					left--;
+					if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+						fprintf(stderr, "rank %d: status 0x%x\n", q, st);
+						bad++;
+					}
+				}
+			continue;
+		}
+		if (dpg_now_ms() - t0 > (int64_t)(limit_s * 1000)) {
+			for (int q = 0; q < n; q++)
+				kill(pids[q], SIGKILL);
+			while (waitpid(-1, &st, 0) > 0)
+				;
+			fail_msg("ranks still running after %.0f s: killed", limit_s);
+		}
+		usleep(5000);
+	}
+	if (bad > 0)
+		fail_msg("%d rank(s) failed", bad);
+}
+
+static bool dev_shm_has(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	return access(path, F_OK) == 0;
+}
+
+/* ------------------------------------------------------------ tests */
+
+/* Bad local rank / size: refused before anything is created. */
+static void test_open_bad_args(void **state)
+{
+	static const struct { int nlocal, lrank; } bad[] = {
+		{ 1, 0 }, { 0, 0 }, { -1, 0 }, { 2, -1 }, { 2, 2 }, { 3, 7 },
+	};
+	struct dpg_shm *s = (struct dpg_shm *)&s;
+	struct dpg_err err;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct dpg_shm_cfg cfg = { .mode = DPG_SHM_DIRECT, .nlocal = bad[i].nlocal,
+					   .lrank = bad[i].lrank, .oversub = 1 };
+		char want[64];
+
+		err.msg[0] = '\0';
+		assert_int_equal(dpg_shm_open(&s, &cfg, &err), -DPG_ERR_INVALID);
+		assert_null(s);
+		snprintf(want, sizeof(want), "shm: bad local rank %d of %d", bad[i].lrank,
+			 bad[i].nlocal);
+		assert_string_equal(err.msg, want);
+	}
+	/* NULL handles are accepted by the cleanup and query functions */
+	dpg_shm_unlink(NULL);
+	dpg_shm_close(NULL);
+	dpg_shm_kick(NULL);
+	dpg_shm_fail_publish(NULL, &(struct dpg_fail){ DPG_FAIL_EXITED, 0, 0 });
+	assert_false(dpg_shm_fail_get(NULL, &(struct dpg_fail){ 0, 0, 0 }));
+	assert_false(dpg_shm_oversubscribed(NULL));
+	assert_int_equal(dpg_shm_check(NULL, true, true, &err), 0);
+}
+
+/* The messages and codes of every failure kind. */
+static void test_fail_format(void **state)
+{
+	static const char *const hosts[] = { "n0", "n1", "n2" };
+	static const struct {
+		struct dpg_fail f;
+		int self, code;
+		const char *msg;
+	} t[] = {
+		{ { DPG_FAIL_EXITED, 2, 2 }, 0, -DPG_ERR_PEER, "peer rank 2 (n2) exited" },
+		{ { DPG_FAIL_EXITED, 2, 1 }, 0, -DPG_ERR_PEER,
+		  "peer rank 2 (n2) exited (reported by rank 1)" },
+		{ { DPG_FAIL_EXITED, 2, 1 }, 1, -DPG_ERR_PEER, "peer rank 2 (n2) exited" },
+		{ { DPG_FAIL_CLOSED, 1, -1 }, 0, -DPG_ERR_PEER,
+		  "peer rank 1 (n1) closed the connection" },
+		{ { DPG_FAIL_ABORTED, 0, 0 }, 1, -DPG_ERR_PEER, "peer rank 0 (n0) aborted" },
+		{ { DPG_FAIL_TIMEOUT, 1, 0 }, 2, -DPG_ERR_TIMEOUT,
+		  "timed out waiting for peer rank 1 (n1) (reported by rank 0)" },
+		{ { DPG_FAIL_TIMEOUT, -1, 2 }, 0, -DPG_ERR_TIMEOUT,
+		  "timed out waiting for the peers (reported by rank 2)" },
+		{ { DPG_FAIL_PROTO, 1, 1 }, 0, -DPG_ERR_PEER,
+		  "peer rank 1 (n1) broke the protocol" },
+	};
+	struct dpg_err err;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		err.msg[0] = '\0';
+		assert_int_equal(dpg_fail_format(&t[i].f, t[i].self, hosts, &err), t[i].code);
+		assert_string_equal(err.msg, t[i].msg);
+	}
+	assert_int_equal(dpg_fail_format(&t[0].f, 0, NULL, &err), -DPG_ERR_PEER);
+	assert_string_equal(err.msg, "peer rank 2 (?) exited");
+	assert_int_equal(dpg_fail_format(&t[0].f, 0, hosts, NULL), -DPG_ERR_PEER);
+}
+
+/* The segment is /dev/shm/dpg.<creator pid>.<hex>, published under the key;
+ * it works after dpg_shm_unlink removed the name; close cleans up. */
+static int lifecycle_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(5000, NULL);
+	struct dpg_shm *s = NULL;
+	void *val = NULL;
+	size_t len = 0;
+	char prefix[32];
+	float x[37], y[37];
+	int rc;
+
+	rc = dpg_shm_open(&s, &r->cfg, &err);
+	CHK(rc == 0 && s != NULL, "open: %d %s", rc, err.msg);
+	CHK(dpg_store_get(r->st, r->key, &val, &len, dpg_now_ms() + 1000, &err) == 0,
+	    "get name: %s", err.msg);
+	snprintf(prefix, sizeof(prefix), "/dpg.%d.", (int)r->pids[0]);
+	CHK(len == strlen(val) + 1 && strncmp(val, prefix, strlen(prefix)) == 0 &&
+	    strlen(val) == strlen(prefix) + 8, "segment name '%s'", (char *)val);
+	CHK(dev_shm_has(val), "%s not in /dev/shm", (char *)val);
+	CHK(dpg_shm_oversubscribed(s), "oversub = 1 not kept");
+	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	dpg_shm_unlink(s);		/* every rank: only the creator's counts */
+	dpg_shm_unlink(s);		/* twice: harmless */
+	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	CHK(!dev_shm_has(val), "%s still in /dev/shm after unlink", (char *)val);
+	/* the mapping still works */
+	for (int i = 0; i < 37; i++)
+		x[i] = (float)(i * (r->rank + 1));
+	CHK(dpg_shm_allreduce(s, x, y, 37, DPG_F32, DPG_SUM, &w, &err) == 0,
+	    "allreduce: %s", err.msg);
+	for (int i = 0; i < 37; i++)
+		CHK(y[i] == (float)(i * r->n * (r->n + 1) / 2), "y[%d] = %g", i, y[i]);
+	for (int i = 0; i < 37; i++)
+		x[i] = r->rank == 1 ? (float)i + 0.5f : -1.0f;
+	CHK(dpg_shm_broadcast(s, x, 37, DPG_F32, 1, &w, &err) == 0, "bcast: %s", err.msg);
+	for (int i = 0; i < 37; i++)
+		CHK(x[i] == (float)i + 0.5f, "bcast x[%d] = %g", i, x[i]);
+	{
+		float g[3 * MAXR], v = (float)(10 * r->rank);
+		float in[3] = { v, v + 1, v + 2 };
+
+		CHK(dpg_shm_all_gather(s, in, g, 3, DPG_F32, &w, &err) == 0,
+		    "all_gather: %s", err.msg);
+		for (int q = 0; q < r->n; q++)
+			for (int k = 0; k < 3; k++)
+				CHK(g[q * 3 + k] == (float)(10 * q + k), "gather [%d]", q * 3 + k);
+	}
+	CHK(dpg_shm_check(s, false, false, &err) == 0, "check: %s", err.msg);
+	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	dpg_shm_close(s);
+	free(val);
+	return 0;
+}
+
+static void test_segment_lifecycle(void **state)
+{
+	(void)state;
+	run_ranks(2, lifecycle_rank, 10);
+	run_ranks(3, lifecycle_rank, 10);
+}
+
+/* The creator closes without an explicit unlink: the name goes too. */
+static int close_unlinks_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(5000, NULL);
+	struct dpg_shm *s = NULL;
+	void *val = NULL;
+	size_t len;
+
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	CHK(dpg_store_get(r->st, r->key, &val, &len, dpg_now_ms() + 1000, &err) == 0,
+	    "get name: %s", err.msg);
+	if (r->rank == 0) {
+		dpg_shm_close(s);
+		s = NULL;
+		CHK(!dev_shm_has(val), "%s left in /dev/shm", (char *)val);
+		CHK(post(r, "closed") == 0, "post");
+	} else {
+		CHK(await(r, "closed") == 0, "await");
+		CHK(!dev_shm_has(val), "%s left in /dev/shm", (char *)val);
+		dpg_shm_close(s);
+	}
+	free(val);
+	return 0;
+}
+
+static void test_close_unlinks(void **state)
+{
+	(void)state;
+	run_ranks(2, close_unlinks_rank, 10);
+}
+
+/* A peer's bad segment name, a name that does not exist, and a key that
+ * never appears: a non-creator gets the right code and message (and
+ * nothing is left behind). */
+static int bad_peer_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm *s = (struct dpg_shm *)r;
+	struct dpg_shm_cfg cfg = r->cfg;
+	char key[64];
+	int rc;
+
+	cfg.nlocal = 2;		/* this process plays local rank 1 of 2 */
+	cfg.lrank = 1;
+	cfg.self = 1;
+	cfg.pid_ok = false;
+	snprintf(key, sizeof(key), "t%d/bad", r->seq);
+	cfg.key = key;
+	CHK(dpg_store_set(r->st, key, "abc", 3, dpg_now_ms() + 1000, &err) == 0, "set");
+	rc = dpg_shm_open(&s, &cfg, &err);
+	CHK(rc == -DPG_ERR_PEER && s == NULL, "no NUL: %d", rc);
+	CHK(strstr(err.msg, "bad shared segment name from peer rank 0 (h0)") != NULL,
+	    "message: %s", err.msg);
+
+	snprintf(key, sizeof(key), "t%d/none", r->seq);
+	CHK(dpg_store_set(r->st, key, "/dpg.none.00000000", 19, dpg_now_ms() + 1000,
+			  &err) == 0, "set");
+	rc = dpg_shm_open(&s, &cfg, &err);
+	CHK(rc == -DPG_ERR_SYSTEM && s == NULL, "missing segment: %d %s", rc, err.msg);
+	CHK(strstr(err.msg, "shm_open /dpg.none.00000000 (created by peer rank 0 (h0))")
+	    != NULL, "message: %s", err.msg);
+
+	snprintf(key, sizeof(key), "t%d/never", r->seq);
+	cfg.deadline_ms = dpg_now_ms() + 200;
+	rc = dpg_shm_open(&s, &cfg, &err);
+	CHK(rc == -DPG_ERR_TIMEOUT && s == NULL, "absent key: %d %s", rc, err.msg);
+	CHK(strstr(err.msg, "looking up the shared segment: ") == err.msg &&
+	    strstr(err.msg, "timed out") != NULL, "message: %s", err.msg);
+	CHK(dpg_now_ms() < cfg.deadline_ms + 2000, "slow timeout");
+	return 0;
+}
+
+static void test_bad_peer_segment(void **state)
+{
+	(void)state;
+	run_ranks(1, bad_peer_rank, 10);
+}
+
+/* A second rank attaching with other settings (same size, other layout;
+ * other size) is refused; the creator's segment is unaffected. */
+static int mismatch_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm *s = NULL;
+	int rc;
+
+	if (r->rank == 0) {
+		r->cfg.nsets = 4;
+		CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+		CHK(await(r, "tried") == 0, "await");
+		dpg_shm_close(s);
+		return 0;
+	}
+	r->cfg.nsets = 8;		/* 8 sets of 4 KiB: the same bytes */
+	r->cfg.slot_bytes = 4096;
+	rc = dpg_shm_open(&s, &r->cfg, &err);
+	CHK(rc == -DPG_ERR_PEER && s == NULL, "other layout: %d %s", rc, err.msg);
+	CHK(strstr(err.msg, "does not match this rank's settings") != NULL, "message: %s",
+	    err.msg);
+	r->cfg.nsets = 4;
+	r->cfg.slot_bytes = 16384;	/* other size */
+	rc = dpg_shm_open(&s, &r->cfg, &err);
+	CHK(rc == -DPG_ERR_PEER && s == NULL, "other size: %d %s", rc, err.msg);
+	CHK(strstr(err.msg, "peer rank 0 (h0) runs another configuration?") != NULL,
+	    "message: %s", err.msg);
+	r->cfg.slot_bytes = 8192;	/* the creator's settings: accepted */
+	rc = dpg_shm_open(&s, &r->cfg, &err);
+	CHK(rc == 0, "same settings: %d %s", rc, err.msg);
+	dpg_shm_close(s);
+	return post(r, "tried");
+}
+
+static void test_mismatch(void **state)
+{
+	(void)state;
+	run_ranks(2, mismatch_rank, 10);
+}
+
+/* Pipes mode: a 4 KiB pipe from rank 0 to rank 1 carries 1 MiB in order,
+ * with both ends waiting on each other. */
+static int pipes_rank(struct rk *r)
+{
+	const size_t total = 1u << 20;
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(8000, NULL);
+	struct dpg_shm *s = NULL;
+	size_t done = 0;
+
+	r->cfg.mode = DPG_SHM_PIPES;
+	r->cfg.pipe_bytes = 4096;
+	r->cfg.pipe_to = r->rank == 0 ? 1 : -1;
+	r->cfg.pipe_from = r->rank == 1 ? 0 : -1;
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	dpg_shm_pipe_begin(s);
+	while (done < total) {
+		uint8_t buf[3000];
+		size_t n = total - done < sizeof(buf) ? total - done : sizeof(buf);
+
+		if (r->rank == 0) {
+			size_t k;
+
+			for (size_t i = 0; i < n; i++)
+				buf[i] = (uint8_t)((done + i) % 251);
+			for (size_t o = 0; o < n; o += k) {
+				CHK(dpg_shm_pipe_wait(s, false, true, &w, 0, &err) == 0,
+				    "wait to write: %s", err.msg);
+				CHK(dpg_shm_pipe_writable(s), "woke, not writable");
+				k = dpg_shm_pipe_write(s, buf + o, n - o, 8);
+				CHK(k % 8 == 0 && k <= n - o, "wrote %zu", k);
+				if (n - o < 8 && k == 0)	/* the tail: byte by byte */
+					k = dpg_shm_pipe_write(s, buf + o, n - o, 1);
+			}
+			done += n;
+		} else {
+			const uint8_t *p;
+			size_t avail;
+
+			CHK(dpg_shm_pipe_wait(s, true, false, &w, 0, &err) == 0,
+			    "wait to read: %s", err.msg);
+			CHK(dpg_shm_pipe_readable(s), "woke, not readable");
+			p = dpg_shm_pipe_peek(s, &avail);
+			CHK(avail > 0 && avail <= 4096, "avail %zu", avail);
+			for (size_t i = 0; i < avail; i++)
+				CHK(p[i] == (uint8_t)((done + i) % 251), "byte %zu", done + i);
+			dpg_shm_pipe_consume(s, avail);
+			done += avail;
+		}
+	}
+	CHK(done == total, "moved %zu", done);
+	/* nothing more to read: a bounded wait returns 0 after max_us */
+	if (r->rank == 1) {
+		int64_t t0 = dpg_now_ms();
+
+		CHK(!dpg_shm_pipe_readable(s), "extra data");
+		CHK(dpg_shm_pipe_wait(s, true, false, &w, 20000, &err) == 0, "%s", err.msg);
+		CHK(dpg_now_ms() - t0 < 1000, "bounded wait too long");
+		CHK(post(r, "drained") == 0, "post");
+	} else {
+		CHK(await(r, "drained") == 0, "await");
+	}
+	dpg_shm_close(s);
+	return 0;
+}
+
+static void test_pipes(void **state)
+{
+	(void)state;
+	run_ranks(2, pipes_rank, 10);
+}
+
+/* The failure word: the first publication wins and reaches every local
+ * rank; dpg_shm_check reports it with the culprit and the reporter. */
+static int failword_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(5000, NULL);
+	struct dpg_shm *s = NULL;
+	struct dpg_fail f = { 0, 0, 0 };
+	int rc;
+
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	CHK(!dpg_shm_fail_get(s, &f), "failure word set at start");
+	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	/* every rank out of the barrier before the publication (a rank still
+	 * inside could see the failure first) */
+	CHK(post(r, r->rank == 0 ? "out0" : r->rank == 1 ? "out1" : "out2") == 0, "post");
+	if (r->rank == 2) {
+		struct dpg_fail mine = { DPG_FAIL_EXITED, 1, 2 };
+
+		CHK(await(r, "out0") == 0 && await(r, "out1") == 0, "await");
+		dpg_shm_fail_publish(s, &mine);
+		CHK(post(r, "published") == 0, "post");
+	} else {
+		CHK(await(r, "published") == 0, "await");
+	}
+	if (r->rank == 0) {	/* a later publication does not overwrite */
+		struct dpg_fail other = { DPG_FAIL_TIMEOUT, 2, 0 };
+
+		dpg_shm_fail_publish(s, &other);
+	}
+	CHK(dpg_shm_fail_get(s, &f), "failure word not seen");
+	CHK(f.why == DPG_FAIL_EXITED && f.culprit == 1 && f.reporter == 2,
+	    "got why %d culprit %d reporter %d", f.why, f.culprit, f.reporter);
+	rc = dpg_shm_check(s, true, true, &err);
+	CHK(rc == -DPG_ERR_PEER, "check: %d", rc);
+	CHK(strcmp(err.msg, r->rank == 2 ? "peer rank 1 (h1) exited" :
+		   "peer rank 1 (h1) exited (reported by rank 2)") == 0, "message: %s",
+	    err.msg);
+	/* a wait fails with it too, instead of waiting out its deadline */
+	{
+		struct dpg_shm_wait w2 = wait_for(5000, NULL);
+		int64_t t0 = dpg_now_ms();
+
+		if (r->rank == 0) {
+			rc = dpg_shm_barrier(s, &w2, &err);
+			CHK(rc == -DPG_ERR_PEER || rc == 0, "barrier after failure: %d", rc);
+			CHK(dpg_now_ms() - t0 < 2000, "barrier waited %lld ms",
+			    (long long)(dpg_now_ms() - t0));
+		}
+	}
+	CHK(post(r, r->rank == 0 ? "done0" : r->rank == 1 ? "done1" : "done2") == 0, "post");
+	CHK(await(r, "done0") == 0 && await(r, "done1") == 0 && await(r, "done2") == 0,
+	    "await");
+	dpg_shm_close(s);
+	return 0;
+}
+
+static void test_failure_word(void **state)
+{
+	(void)state;
+	run_ranks(3, failword_rank, 10);
+}
+
+/* A local rank exits while another waits for it: the waiter fails with
+ * DPG_ERR_PEER naming it, long before its deadline, and publishes it. */
+static int dead_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(5000, NULL);
+	struct dpg_shm *s = NULL;
+	struct dpg_fail f;
+	int64_t t0;
+	int rc;
+
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	dpg_shm_unlink(s);
+	if (r->rank == 1) {
+		dpg_store_close(r->st);
+		_exit(0);	/* gone, without a word */
+	}
+	t0 = dpg_now_ms();
+	w = wait_for(8000, NULL);
+	rc = dpg_shm_barrier(s, &w, &err);
+	CHK(rc == -DPG_ERR_PEER, "barrier: %d %s", rc, err.msg);
+	CHK(strcmp(err.msg, "peer rank 1 (h1) exited") == 0, "message: %s", err.msg);
+	CHK(dpg_now_ms() - t0 < 2000, "noticed after %lld ms", (long long)(dpg_now_ms() - t0));
+	CHK(dpg_shm_fail_get(s, &f) && f.why == DPG_FAIL_EXITED && f.culprit == 1 &&
+	    f.reporter == 0, "failure word not published");
+	dpg_shm_close(s);
+	return 0;
+}
+
+static void test_dead_rank(void **state)
+{
+	(void)state;
+	run_ranks(2, dead_rank, 10);
+}
+
+/* A local rank that is alive but never arrives: the wait ends at its
+ * deadline with DPG_ERR_TIMEOUT naming the laggard; an abort flag ends
+ * a wait at once. */
+static int absent_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(5000, NULL);
+	struct dpg_shm *s = NULL;
+	volatile int flag = 1;
+	int64_t t0, dt;
+	int rc;
+
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	if (r->rank == 1) {
+		CHK(await(r, "timedout") == 0, "await");
+		dpg_shm_close(s);
+		return 0;
+	}
+	t0 = dpg_now_ms();
+	w = wait_for(300, NULL);
+	rc = dpg_shm_barrier(s, &w, &err);
+	dt = dpg_now_ms() - t0;
+	CHK(rc == -DPG_ERR_TIMEOUT, "barrier: %d %s", rc, err.msg);
+	CHK(dt >= 290 && dt < 2000, "timed out after %lld ms", (long long)dt);
+	CHK(strstr(err.msg, "waiting for peer rank 1 (h1)") != NULL, "message: %s", err.msg);
+	t0 = dpg_now_ms();
+	w = wait_for(5000, &flag);
+	rc = dpg_shm_barrier(s, &w, &err);
+	CHK(rc == -DPG_ERR_ABORTED || rc == -DPG_ERR_TIMEOUT, "abort: %d %s", rc, err.msg);
+	CHK(dpg_now_ms() - t0 < 1000, "abort took %lld ms", (long long)(dpg_now_ms() - t0));
+	CHK(post(r, "timedout") == 0, "post");
+	dpg_shm_close(s);
+	return 0;
+}
+
+static void test_absent_rank(void **state)
+{
+	(void)state;
+	run_ranks(2, absent_rank, 10);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_open_bad_args),
+		cmocka_unit_test(test_fail_format),
+		cmocka_unit_test(test_segment_lifecycle),
+		cmocka_unit_test(test_close_unlinks),
+		cmocka_unit_test(test_bad_peer_segment),
+		cmocka_unit_test(test_mismatch),
+		cmocka_unit_test(test_pipes),
+		cmocka_unit_test(test_failure_word),
+		cmocka_unit_test(test_dead_rank),
+		cmocka_unit_test(test_absent_rank),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
