@@ -62,22 +62,22 @@ uint16_t dpg_port_for_step(uint32_t job_id, uint32_t step_id,
 	return (uint16_t)(r.lo + slot);
 }
 
-int dpg_port_parse_named(const char *s, const char *what, uint16_t *port,
-			 struct dpg_err *err)
+int dpg_port_parse_named(const char *s, const char *what, const char *why,
+			 uint16_t *port, struct dpg_err *err)
 {
 	unsigned long v;
 	char q[64];
 
 	if (dpg_parse_ulong(s, 1024, 65535, &v) != 0)
-		return dpg_errf(err, "invalid %s '%s': expected an integer 1024-65535",
-				what, dpg_err_quote(s, q, sizeof(q)));
+		return dpg_errf(err, "invalid %s '%s': expected an integer 1024-65535%s",
+				what, dpg_err_quote(s, q, sizeof(q)), why);
 	*port = (uint16_t)v;
 	return 0;
 }
 
 int dpg_port_parse(const char *s, uint16_t *port, struct dpg_err *err)
 {
-	return dpg_port_parse_named(s, "port", port, err);
+	return dpg_port_parse_named(s, "port", "", port, err);
 }
 
 int dpg_port_range_parse(const char *s, struct dpg_port_range *r,

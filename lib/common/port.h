@@ -23,9 +23,10 @@ int dpg_port_range_parse(const char *s, struct dpg_port_range *r,
 /* Parse a single port "P" (1024..65535): the one port grammar of dpg. */
 int dpg_port_parse(const char *s, uint16_t *port, struct dpg_err *err);
 
-/* The same, the message naming the value ("invalid WHAT 'x': ..."). */
-int dpg_port_parse_named(const char *s, const char *what, uint16_t *port,
-			 struct dpg_err *err);
+/* The same, the message naming the value and why it matters
+ * ("invalid WHAT 'x': expected an integer 1024-65535WHY"). */
+int dpg_port_parse_named(const char *s, const char *what, const char *why,
+			 uint16_t *port, struct dpg_err *err);
 
 /* The step's port: lo + (job_id + step_id * stride(R)) mod R, R = hi-lo+1. */
 uint16_t dpg_port_for_step(uint32_t job_id, uint32_t step_id,

@@ -32,8 +32,8 @@ int dpg_opt_gpus_per_task(const char *s, int *out, struct dpg_err *err)
 
 int dpg_opt_port(const char *s, uint16_t *out, struct dpg_err *err)
 {
-	return dpg_port_parse_named(s, "--dpg-port value (the MASTER_PORT for this step)",
-				    out, err);
+	return dpg_port_parse_named(s, "--dpg-port value",
+				    " (the MASTER_PORT for this step)", out, err);
 }
 
 int dpg_bind_parse(const char *s, enum dpg_bind *out, struct dpg_err *err)
