@@ -7,7 +7,8 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/sha256.c lib/runtime/sha256.h \
 	lib/runtime/store.h lib/runtime/store_wire.c lib/runtime/store_wire.h \
 	lib/runtime/store_table.c lib/runtime/store_table.h \
-	lib/runtime/store_server.c lib/runtime/store_client.c \
+	lib/runtime/store_server.c lib/runtime/store_server.h lib/runtime/store_ops.c \
+	lib/runtime/store_client.c \
 	lib/runtime/joinenv.c lib/runtime/joinenv.h \
 	lib/runtime/runtime.c lib/runtime/runtime.h \
 	lib/runtime/mesh.c \

@@ -17,8 +17,8 @@
  * -DPG_ERR_AUTH (the server refused our secret, or we its, or it is not a
  * dpg store), -DPG_ERR_SYSTEM, -DPG_ERR_NOMEM, and -DPG_ERR_INVALID (-1) for
  * a bad argument or a request the store refused (ADD on text, store full).
- * The implementation: store_wire.c (what both ends share), store_server.c
- * and store_table.c (the server), store_client.c (the client). */
+ * The implementation: store_wire.c (what both ends share), store_server.c,
+ * store_ops.c and store_table.c (the server), store_client.c (the client). */
 #define DPG_STORE_AUTH (-(int)DPG_ERR_AUTH)	/* TRANSITIONAL alias: the server refused our secret (or we its) */
 
 struct dpg_store_server;

@@ -1,17 +1,16 @@
-/* store_server.c - the rendezvous store's server: one epoll thread serving
- * every client (store_wire.h has the protocol, store_table.c the keys).
+/* store_server.c - the rendezvous store's server: one epoll thread accepting,
+ * authenticating, reading and writing every client connection.
  *
- * Each connection reads whole messages into its buffer, answers them from the
- * key table through a table of per-op handlers, and queues replies (values by
- * reference) that are flushed once per loop turn.  GET and WAIT for a key not
- * yet set park the request on the key's waiters until a SET, ADD or CAS sets
- * it.  Unauthenticated connections sit on a timer list ordered by accept time.
- * stop() in a forked child does nothing: the server thread, epoll set and
- * eventfd belong to the parent. */
+ * store_wire.h has the protocol, store_ops.c the request handlers (a table
+ * indexed by op code, and the GET/WAIT requests parked on unset keys),
+ * store_table.c the keys.  Each connection reads whole messages into its
+ * buffer and hands each to its handler, which queues replies (values by
+ * reference) that are flushed once per loop turn.  Unauthenticated
+ * connections sit on a timer list ordered by accept time.  stop() in a forked
+ * child does nothing: the server thread, epoll set and eventfd belong to the
+ * parent. */
 #include "store.h"
-#include "store_table.h"
-#include "store_wire.h"
-#include "le.h"
+#include "store_server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,23 +39,6 @@
 
 /* ------------------------------------------------------------ server data */
 
-struct wreq;
-struct wlink {
-	struct dl node;			/* in entry->waiters */
-	struct entry *e;		/* NULL once the key is set */
-	struct wreq *req;
-};
-
-/* A parked GET or WAIT. */
-struct wreq {
-	struct dl node;			/* in conn->parked */
-	struct conn *c;
-	uint32_t id;
-	uint8_t op;
-	uint32_t missing, nlinks;
-	struct wlink links[];
-};
-
 /* Queued output: inline bytes, or a reference to a value. */
 struct oseg {
 	struct oseg *next;
@@ -67,48 +49,6 @@ struct oseg {
 
 #define OSEG_CAP 2048
 #define REF_MIN 1024			/* values at least this long go by reference */
-
-enum { CS_AUTH, CS_READY, CS_REFUSING };
-
-struct conn {
-	int fd;
-	uint8_t state;
-	bool dead;			/* close at the next flush */
-	bool closed;			/* closed; freed at the end of the loop turn */
-	struct conn *gnext;		/* server->graveyard */
-	bool in_flush;
-	uint32_t events;		/* epoll mask registered */
-	struct dl all;			/* server->conns */
-	struct dl unauth;		/* server->unauth while not CS_READY */
-	struct conn *fnext;		/* server->flush */
-	int64_t auth_deadline;
-	uint8_t nonce[DPG_WIRE_NONCE];
-	uint8_t *rbuf;
-	size_t rlen, rcap;
-	struct oseg *ohead, *otail;
-	size_t obytes;
-	struct dl parked;		/* struct wreq.node */
-	uint32_t nparked;
-	char peer[32];
-};
-
-struct dpg_store_server {
-	pthread_t th;
-	bool started;
-	pid_t pid;			/* of the process that started it */
-	int lfd, epfd, wakefd, sparefd;
-	uint16_t port;
-	int64_t auth_timeout_ms;
-	struct dpg_hmac_sha256 keyed;
-	struct dpg_kv t;
-	struct dl conns, unauth;
-	struct conn *flush;
-	struct conn *graveyard;		/* closed, to free after the batch */
-	/* log rate limiting */
-	int64_t log_sec;
-	unsigned log_lines;
-	unsigned long log_dropped;
-};
 
 static char tag_listen, tag_wake;	/* epoll data for the two non-conn fds */
 
@@ -228,8 +168,8 @@ oom:
 	flush_schedule(s, c);
 }
 
-static void reply(struct dpg_store_server *s, struct conn *c, uint8_t op, uint16_t st,
-		  uint32_t id, const void *pre, size_t plen, struct blob *val)
+void dpg_srv_reply(struct dpg_store_server *s, struct conn *c, uint8_t op, uint16_t st,
+		   uint32_t id, const void *pre, size_t plen, struct blob *val)
 {
 	queue_msg(s, c, op | DPG_OP_REPLY, st, id, pre, plen, val);
 }
@@ -252,30 +192,11 @@ static void conn_update_events(struct dpg_store_server *s, struct conn *c)
 	}
 }
 
-static void wreq_free(struct dpg_store_server *s, struct wreq *r)
-{
-	uint32_t i;
-
-	for (i = 0; i < r->nlinks; i++) {
-		struct entry *e = r->links[i].e;
-
-		if (e != NULL) {
-			dl_del(&r->links[i].node);
-			r->links[i].e = NULL;
-			dpg_kv_gc(&s->t, e);
-		}
-	}
-	dl_del(&r->node);
-	r->c->nparked--;
-	free(r);
-}
-
 static void conn_close(struct dpg_store_server *s, struct conn *c)
 {
 	struct oseg *g, *next;
 
-	while (!dl_empty(&c->parked))
-		wreq_free(s, container_of(c->parked.next, struct wreq, node));
+	dpg_srv_unpark_all(s, c);
 	for (g = c->ohead; g != NULL; g = next) {
 		next = g->next;
 		dpg_blob_unref(g->ref);
@@ -448,428 +369,6 @@ static void do_accept(struct dpg_store_server *s)
 	}
 }
 
-/* ------------------------------------------------------------ requests */
-
-/* Body cursor: every read is bounds-checked; any failure makes it bad. */
-struct cur {
-	const uint8_t *p;
-	size_t n;
-	bool bad;
-};
-
-static const uint8_t *cur_take(struct cur *k, size_t n)
-{
-	const uint8_t *p = k->p;
-
-	if (k->bad || k->n < n) {
-		k->bad = true;
-		return NULL;
-	}
-	k->p += n;
-	k->n -= n;
-	return p;
-}
-
-static uint32_t cur_u32(struct cur *k)
-{
-	const uint8_t *p = cur_take(k, 4);
-
-	return p ? dpg_le_get32(p) : 0;
-}
-
-/* A key: u32 length (1..KEY_MAX, no NUL bytes) + bytes. */
-static const uint8_t *cur_key(struct cur *k, size_t *len)
-{
-	uint32_t n = cur_u32(k);
-	const uint8_t *p;
-
-	if (n == 0 || n > DPG_STORE_KEY_MAX) {
-		k->bad = true;
-		return NULL;
-	}
-	p = cur_take(k, n);
-	if (p != NULL && memchr(p, '\0', n) != NULL) {
-		k->bad = true;
-		return NULL;
-	}
-	*len = n;
-	return p;
-}
-
-static const char *qkey(const uint8_t *k, size_t n, char *buf, size_t len)
-{
-	char raw[DPG_STORE_KEY_MAX + 1];
-
-	memcpy(raw, k, n);
-	raw[n] = '\0';
-	return dpg_err_quote(raw, buf, len);
-}
-
-/* One authenticated request being handled. */
-struct req {
-	struct dpg_store_server *s;
-	struct conn *c;
-	uint8_t op;
-	uint32_t id;
-	struct cur k;			/* the body */
-};
-
-/* What a handler made of its request (all but DONE drop the connection). */
-enum verdict { DONE, MALFORMED, OVERPARKED };
-
-static void answer(const struct req *q, const void *pre, size_t plen, struct blob *val)
-{
-	reply(q->s, q->c, q->op, DPG_WIRE_OK, q->id, pre, plen, val);
-}
-
-static void answer_err(const struct req *q, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void answer_err(const struct req *q, const char *fmt, ...)
-{
-	char msg[DPG_STORE_ERRMSG_MAX];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		n = 0;
-	if ((size_t)n >= sizeof(msg))
-		n = sizeof(msg) - 1;
-	reply(q->s, q->c, q->op, DPG_WIRE_ERROR, q->id, msg, (size_t)n, NULL);
-}
-
-/* Answer a parked request whose keys are all set. */
-static void wreq_answer(struct dpg_store_server *s, struct wreq *r, struct entry *last)
-{
-	if (r->op == DPG_OP_GET)
-		reply(s, r->c, DPG_OP_GET, DPG_WIRE_OK, r->id, NULL, 0, last->val);
-	else
-		reply(s, r->c, DPG_OP_WAIT, DPG_WIRE_OK, r->id, NULL, 0, NULL);
-	wreq_free(s, r);
-}
-
-/* Store val under e (taking our reference) and wake its waiters. */
-static void entry_set(struct dpg_store_server *s, struct entry *e, struct blob *val)
-{
-	dpg_kv_set(&s->t, e, val);
-	while (!dl_empty(&e->waiters)) {
-		struct wlink *l = container_of(e->waiters.next, struct wlink, node);
-		struct wreq *r = l->req;
-
-		dl_del(&l->node);
-		l->e = NULL;
-		if (--r->missing == 0)
-			wreq_answer(s, r, e);
-	}
-}
-
-/* Set key to data, or answer an error; returns the entry or NULL. */
-static struct entry *store_put(const struct req *q, const uint8_t *k, size_t klen,
-			       const void *data, size_t n)
-{
-	struct dpg_kv *t = &q->s->t;
-	struct entry *e = dpg_kv_get_or_add(t, k, klen);
-	struct blob *b;
-	char qk[128];
-
-	if (e == NULL) {
-		answer_err(q, "the store is full (%u keys): cannot add key '%s'",
-			   DPG_STORE_MAX_KEYS, qkey(k, klen, qk, sizeof(qk)));
-		return NULL;
-	}
-	if (!dpg_kv_fits(t, e, n)) {
-		dpg_kv_gc(t, e);
-		answer_err(q, "the store is full (%zu MiB of values): cannot set key '%s'",
-			   DPG_STORE_MAX_VALUE_BYTES >> 20, qkey(k, klen, qk, sizeof(qk)));
-		return NULL;
-	}
-	b = dpg_blob_new(data, n);
-	if (b == NULL) {
-		dpg_kv_gc(t, e);
-		answer_err(q, "the store is out of memory");
-		return NULL;
-	}
-	entry_set(q->s, e, b);
-	return e;
-}
-
-/* Park the request for the keys listed (those already set are skipped). */
-static enum verdict park(const struct req *q, const uint8_t *const *keys,
-			 const size_t *klens, uint32_t n, uint32_t missing)
-{
-	struct conn *c = q->c;
-	struct wreq *r;
-	uint32_t i;
-
-	if (c->nparked >= DPG_STORE_MAX_PARKED)
-		return OVERPARKED;
-	r = calloc(1, sizeof(*r) + missing * sizeof(r->links[0]));
-	if (r == NULL) {
-		answer_err(q, "the store is out of memory");
-		return DONE;
-	}
-	r->c = c;
-	r->id = q->id;
-	r->op = q->op;
-	dl_add_tail(&c->parked, &r->node);
-	c->nparked++;
-	for (i = 0; i < n; i++) {
-		struct entry *e = dpg_kv_get_or_add(&q->s->t, keys[i], klens[i]);
-		struct wlink *l;
-		char qk[128];
-
-		if (e != NULL && e->val != NULL)
-			continue;
-		if (e == NULL) {
-			wreq_free(q->s, r);
-			answer_err(q, "the store is full (%u keys): cannot wait for key '%s'",
-				   DPG_STORE_MAX_KEYS, qkey(keys[i], klens[i], qk, sizeof(qk)));
-			return DONE;
-		}
-		l = &r->links[r->nlinks++];
-		l->e = e;
-		l->req = r;
-		dl_add_tail(&e->waiters, &l->node);
-		r->missing++;
-	}
-	return DONE;
-}
-
-/* ------------------------------------------------------------ operations */
-
-static enum verdict op_set(struct req *q)
-{
-	size_t klen = 0;
-	const uint8_t *key = cur_key(&q->k, &klen);
-
-	if (q->k.bad || q->k.n > DPG_STORE_VALUE_MAX)
-		return MALFORMED;
-	if (store_put(q, key, klen, q->k.p, q->k.n) != NULL)
-		answer(q, NULL, 0, NULL);
-	return DONE;
-}
-
-static enum verdict op_get(struct req *q)
-{
-	size_t klen = 0;
-	const uint8_t *key = cur_key(&q->k, &klen);
-	struct entry *e;
-
-	if (q->k.bad || q->k.n != 0)
-		return MALFORMED;
-	e = dpg_kv_find(&q->s->t, key, klen);
-	if (e != NULL && e->val != NULL) {
-		answer(q, NULL, 0, e->val);
-		return DONE;
-	}
-	return park(q, &key, &klen, 1, 1);
-}
-
-/* Strict decimal int64 ("-12"; no spaces, no "+", no leading junk). */
-static bool parse_i64(const uint8_t *p, size_t n, int64_t *out)
-{
-	uint64_t v = 0, lim;
-	bool neg = false;
-	size_t i = 0;
-
-	if (n > 0 && p[0] == '-') {
-		neg = true;
-		i = 1;
-	}
-	if (i == n || n > 20)
-		return false;
-	lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-	for (; i < n; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return false;
-		if (v > (lim - (uint64_t)(p[i] - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(p[i] - '0');
-	}
-	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
-	return true;
-}
-
-static enum verdict op_add(struct req *q)
-{
-	size_t klen = 0;
-	const uint8_t *key = cur_key(&q->k, &klen), *p = cur_take(&q->k, 8);
-	int64_t delta, cur = 0, res;
-	struct entry *e;
-	uint8_t out[8];
-	char txt[24], qk[128];
-	int n;
-
-	if (q->k.bad || q->k.n != 0)
-		return MALFORMED;
-	delta = (int64_t)dpg_le_get64(p);
-	e = dpg_kv_find(&q->s->t, key, klen);
-	if (e != NULL && e->val != NULL && !parse_i64(e->val->data, e->val->len, &cur)) {
-		answer_err(q, "ADD: the value of key '%s' is not a decimal integer",
-			   qkey(key, klen, qk, sizeof(qk)));
-		return DONE;
-	}
-	if (__builtin_add_overflow(cur, delta, &res)) {
-		answer_err(q, "ADD: key '%s' would overflow int64",
-			   qkey(key, klen, qk, sizeof(qk)));
-		return DONE;
-	}
-	n = snprintf(txt, sizeof(txt), "%" PRId64, res);
-	if (store_put(q, key, klen, txt, (size_t)n) != NULL) {
-		dpg_le_put64(out, (uint64_t)res);
-		answer(q, out, 8, NULL);
-	}
-	return DONE;
-}
-
-static enum verdict op_cas(struct req *q)
-{
-	size_t klen = 0;
-	const uint8_t *key = cur_key(&q->k, &klen), *exp;
-	uint32_t elen = cur_u32(&q->k);
-	struct entry *e;
-	uint8_t exists;
-
-	if (q->k.bad || elen > DPG_STORE_VALUE_MAX || q->k.n - elen > DPG_STORE_VALUE_MAX)
-		return MALFORMED;
-	exp = cur_take(&q->k, elen);
-	if (q->k.bad)
-		return MALFORMED;
-	e = dpg_kv_find(&q->s->t, key, klen);
-	if (e != NULL && e->val != NULL ?
-	    e->val->len == elen && memcmp(e->val->data, exp, elen) == 0 :
-	    elen == 0) {
-		e = store_put(q, key, klen, q->k.p, q->k.n);
-		if (e == NULL)
-			return DONE;
-	}
-	exists = e != NULL && e->val != NULL;
-	answer(q, &exists, 1, exists ? e->val : NULL);
-	return DONE;
-}
-
-/* Read WAIT's n keys into keys/klens and count those not set yet. */
-static enum verdict wait_keys(struct req *q, uint32_t n, const uint8_t **keys,
-			      size_t *klens, uint32_t *missing)
-{
-	uint32_t i;
-
-	for (i = 0; i < n; i++) {
-		struct entry *e;
-
-		keys[i] = cur_key(&q->k, &klens[i]);
-		if (q->k.bad)
-			return MALFORMED;
-		e = dpg_kv_find(&q->s->t, keys[i], klens[i]);
-		if (e == NULL || e->val == NULL)
-			(*missing)++;
-	}
-	return q->k.n != 0 ? MALFORMED : DONE;
-}
-
-static enum verdict op_wait(struct req *q)
-{
-	uint32_t n = cur_u32(&q->k), missing = 0;
-	const uint8_t **keys;
-	size_t *klens;
-	enum verdict v;
-
-	if (q->k.bad || n == 0 || n > DPG_STORE_WAIT_MAX_KEYS)
-		return MALFORMED;
-	keys = malloc(n * sizeof(*keys));
-	klens = malloc(n * sizeof(*klens));
-	if (keys == NULL || klens == NULL) {
-		free(keys);
-		free(klens);
-		answer_err(q, "the store is out of memory");
-		return DONE;
-	}
-	v = wait_keys(q, n, keys, klens, &missing);
-	if (v == DONE && missing == 0)
-		answer(q, NULL, 0, NULL);
-	else if (v == DONE)
-		v = park(q, keys, klens, n, missing);
-	free(keys);
-	free(klens);
-	return v;
-}
-
-static enum verdict op_del(struct req *q)
-{
-	size_t klen = 0;
-	const uint8_t *key = cur_key(&q->k, &klen);
-	struct entry *e;
-	uint8_t existed = 0;
-
-	if (q->k.bad || q->k.n != 0)
-		return MALFORMED;
-	e = dpg_kv_find(&q->s->t, key, klen);
-	if (e != NULL && e->val != NULL) {
-		existed = 1;
-		dpg_kv_unset(&q->s->t, e);
-	}
-	answer(q, &existed, 1, NULL);
-	return DONE;
-}
-
-/* Forget a parked request the client gave up on; no reply. */
-static enum verdict op_cancel(struct req *q)
-{
-	uint32_t id = cur_u32(&q->k);
-	struct dl *it;
-
-	if (q->k.bad || q->k.n != 0)
-		return MALFORMED;
-	for (it = q->c->parked.next; it != &q->c->parked; it = it->next) {
-		struct wreq *r = container_of(it, struct wreq, node);
-
-		if (r->id == id) {
-			wreq_free(q->s, r);
-			break;
-		}
-	}
-	return DONE;
-}
-
-/* The handler of each request op after authentication (NULL: not allowed). */
-static enum verdict (*const op_table[DPG_OP_MAX + 1])(struct req *q) = {
-	[DPG_OP_SET] = op_set,
-	[DPG_OP_GET] = op_get,
-	[DPG_OP_ADD] = op_add,
-	[DPG_OP_CAS] = op_cas,
-	[DPG_OP_WAIT] = op_wait,
-	[DPG_OP_DEL] = op_del,
-	[DPG_OP_CANCEL] = op_cancel,
-};
-
-/* Handle one authenticated request; -1 = protocol violation (why filled). */
-static int handle(struct dpg_store_server *s, struct conn *c, const struct dpg_wire_hdr *h,
-		  const uint8_t *body, char *why, size_t wlen)
-{
-	struct req q = { s, c, h->op, h->id, { body, h->len, false } };
-	const char *name = dpg_wire_op_name(h->op);
-
-	if (h->op > DPG_OP_MAX || op_table[h->op] == NULL) {
-		snprintf(why, wlen, "unexpected %s message after authentication", name);
-		return -1;
-	}
-	switch (op_table[h->op](&q)) {
-	case DONE:
-		return 0;
-	case MALFORMED:
-		snprintf(why, wlen, "malformed %s body (%" PRIu32 " bytes)", name, h->len);
-		return -1;
-	case OVERPARKED:
-		snprintf(why, wlen, "more than %d requests parked at once",
-			 DPG_STORE_MAX_PARKED);
-		return -1;
-	}
-	return -1;
-}
-
 static void handle_auth(struct dpg_store_server *s, struct conn *c,
 			const struct dpg_wire_hdr *h, const uint8_t *body)
 {
@@ -881,13 +380,13 @@ static void handle_auth(struct dpg_store_server *s, struct conn *c,
 
 		slog(s, "refused", c->peer, "wrong job secret (HMAC mismatch)");
 		c->state = CS_REFUSING;	/* stays on the unauth timer until flushed */
-		reply(s, c, DPG_OP_AUTH, DPG_WIRE_REFUSED, h->id, msg, sizeof(msg) - 1, NULL);
+		dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_REFUSED, h->id, msg, sizeof(msg) - 1, NULL);
 		return;
 	}
 	dpg_wire_auth_mac(&s->keyed, DPG_WIRE_LABEL_SERVER, c->nonce, body, want);
 	c->state = CS_READY;
 	dl_del(&c->unauth);
-	reply(s, c, DPG_OP_AUTH, DPG_WIRE_OK, h->id, want, DPG_WIRE_MAC, NULL);
+	dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_OK, h->id, want, DPG_WIRE_MAC, NULL);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -993,7 +492,7 @@ static bool read_dispatch(struct dpg_store_server *s, struct conn *c)
 			break;
 		if (c->state == CS_AUTH) {
 			handle_auth(s, c, &h, m + DPG_WIRE_HDR);
-		} else if (handle(s, c, &h, m + DPG_WIRE_HDR, why, sizeof(why)) != 0) {
+		} else if (dpg_srv_handle(s, c, &h, m + DPG_WIRE_HDR, why, sizeof(why)) != 0) {
 			slog(s, verb_of(c), c->peer, "%s", why);
 			return false;
 		}
