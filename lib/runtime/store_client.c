@@ -503,7 +503,7 @@ int dpg_store_set(struct dpg_store *s, const char *key, const void *val,
 	size_t klen;
 
 	if (check_key(key, &klen, err) != 0)
-		return -1;
+		return -DPG_ERR_INVALID;
 	if (len > DPG_STORE_VALUE_MAX)
 		return dpg_errf(err, "store: value for key '%s' is %zu bytes (limit %u)",
 				dpg_err_quote(key, q, sizeof(q)), len, DPG_STORE_VALUE_MAX);
@@ -526,7 +526,7 @@ int dpg_store_get(struct dpg_store *s, const char *key, void **val, size_t *len,
 	int rc;
 
 	if (check_key(key, &klen, err) != 0)
-		return -1;
+		return -DPG_ERR_INVALID;
 	dpg_le_put32(kl, (uint32_t)klen);
 	v[0] = (struct iovec){ kl, 4 };
 	v[1] = (struct iovec){ (void *)key, klen };
@@ -556,7 +556,7 @@ int dpg_store_add(struct dpg_store *s, const char *key, int64_t delta,
 	int rc;
 
 	if (check_key(key, &klen, err) != 0)
-		return -1;
+		return -DPG_ERR_INVALID;
 	dpg_le_put32(kl, (uint32_t)klen);
 	dpg_le_put64(d, (uint64_t)delta);
 	v[0] = (struct iovec){ kl, 4 };
@@ -607,7 +607,7 @@ int dpg_store_cas(struct dpg_store *s, const char *key, const void *expected,
 	if (curlen != NULL)
 		*curlen = 0;
 	if (check_key(key, &klen, err) != 0)
-		return -1;
+		return -DPG_ERR_INVALID;
 	if (elen > DPG_STORE_VALUE_MAX || dlen > DPG_STORE_VALUE_MAX)
 		return dpg_errf(err, "store: CAS value for key '%s' over %u bytes",
 				dpg_err_quote(key, q, sizeof(q)), DPG_STORE_VALUE_MAX);
@@ -639,7 +639,7 @@ static int wait_body(const char *const *keys, size_t nkeys, struct iovec *v,
 		size_t klen;
 
 		if (check_key(keys[i], &klen, err) != 0)
-			return -1;
+			return -DPG_ERR_INVALID;
 		dpg_le_put32(lens + 4 * (i + 1), (uint32_t)klen);
 		v[1 + 2 * i] = (struct iovec){ lens + 4 * (i + 1), 4 };
 		v[2 + 2 * i] = (struct iovec){ (void *)keys[i], klen };
@@ -686,7 +686,7 @@ static int store_del(struct dpg_store *s, const char *key, int64_t deadline_ms,
 	size_t klen;
 
 	if (check_key(key, &klen, err) != 0)
-		return -1;
+		return -DPG_ERR_INVALID;
 	dpg_le_put32(kl, (uint32_t)klen);
 	v[0] = (struct iovec){ kl, 4 };
 	v[1] = (struct iovec){ (void *)key, klen };

@@ -453,26 +453,23 @@ static enum verdict (*const op_table[DPG_OP_MAX + 1])(struct req *q) = {
 };
 
 int dpg_srv_handle(struct dpg_store_server *s, struct conn *c,
-		   const struct dpg_wire_hdr *h, const uint8_t *body, char *why,
-		   size_t wlen)
+		   const struct dpg_wire_hdr *h, const uint8_t *body, struct dpg_err *why)
 {
 	struct req q = { s, c, h->op, h->id, { body, h->len, false } };
 	const char *name = dpg_wire_op_name(h->op);
 
-	if (h->op > DPG_OP_MAX || op_table[h->op] == NULL) {
-		snprintf(why, wlen, "unexpected %s message after authentication", name);
-		return -1;
-	}
+	if (h->op > DPG_OP_MAX || op_table[h->op] == NULL)
+		return dpg_errs(why, DPG_ERR_PEER, "unexpected %s message after "
+				"authentication", name);
 	switch (op_table[h->op](&q)) {
 	case DONE:
 		return 0;
 	case MALFORMED:
-		snprintf(why, wlen, "malformed %s body (%" PRIu32 " bytes)", name, h->len);
-		return -1;
+		return dpg_errs(why, DPG_ERR_PEER, "malformed %s body (%" PRIu32 " bytes)",
+				name, h->len);
 	case OVERPARKED:
-		snprintf(why, wlen, "more than %d requests parked at once",
-			 DPG_STORE_MAX_PARKED);
-		return -1;
+		return dpg_errs(why, DPG_ERR_PEER, "more than %d requests parked at once",
+				DPG_STORE_MAX_PARKED);
 	}
-	return -1;
+	return dpg_errs(why, DPG_ERR_PEER, "unhandled %s", name);
 }

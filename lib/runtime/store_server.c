@@ -477,6 +477,7 @@ static void read_consume(struct conn *c, size_t off)
 static bool read_dispatch(struct dpg_store_server *s, struct conn *c)
 {
 	size_t off = 0;
+	struct dpg_err e;
 	char why[160];
 
 	while (c->rlen - off >= DPG_WIRE_HDR && c->state != CS_REFUSING) {
@@ -492,8 +493,8 @@ static bool read_dispatch(struct dpg_store_server *s, struct conn *c)
 			break;
 		if (c->state == CS_AUTH) {
 			handle_auth(s, c, &h, m + DPG_WIRE_HDR);
-		} else if (dpg_srv_handle(s, c, &h, m + DPG_WIRE_HDR, why, sizeof(why)) != 0) {
-			slog(s, verb_of(c), c->peer, "%s", why);
+		} else if (dpg_srv_handle(s, c, &h, m + DPG_WIRE_HDR, &e) != 0) {
+			slog(s, verb_of(c), c->peer, "%s", e.msg);
 			return false;
 		}
 		off += DPG_WIRE_HDR + h.len;

@@ -62,11 +62,10 @@ struct dpg_store_server {
 void dpg_srv_reply(struct dpg_store_server *s, struct conn *c, uint8_t op, uint16_t st,
 		   uint32_t id, const void *pre, size_t plen, struct blob *val);
 
-/* store_ops.c: handle one authenticated request; -1 = protocol violation
- * (why filled: the caller drops the connection). */
+/* store_ops.c: handle one authenticated request; -DPG_ERR_PEER for a protocol
+ * violation (why says which: the caller logs it and drops the connection). */
 int dpg_srv_handle(struct dpg_store_server *s, struct conn *c,
-		   const struct dpg_wire_hdr *h, const uint8_t *body, char *why,
-		   size_t wlen);
+		   const struct dpg_wire_hdr *h, const uint8_t *body, struct dpg_err *why);
 /* store_ops.c: forget every request c has parked (c is closing). */
 void dpg_srv_unpark_all(struct dpg_store_server *s, struct conn *c);
 
