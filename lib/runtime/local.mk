@@ -5,7 +5,10 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/version.c lib/runtime/backend.h lib/runtime/comm.h \
 	lib/runtime/net.c lib/runtime/net.h \
 	lib/runtime/sha256.c lib/runtime/sha256.h \
-	lib/runtime/store.c lib/runtime/store.h \
+	lib/runtime/store.h lib/runtime/store_wire.c lib/runtime/store_wire.h \
+	lib/runtime/store_table.c lib/runtime/store_table.h \
+	lib/runtime/store_server.c lib/runtime/store_server.h lib/runtime/store_ops.c \
+	lib/runtime/store_client.c \
 	lib/runtime/join.c lib/runtime/join.h \
 	lib/runtime/xchg.c lib/runtime/xchg.h \
 	lib/runtime/ctx.c lib/runtime/ctx.h lib/runtime/runtime.h \

@@ -47,9 +47,9 @@ int dpg_net_set_nonblock(int fd, bool on)
 	int fl = fcntl(fd, F_GETFL);
 
 	if (fl < 0)
-		return -1;
+		return -DPG_ERR_SYSTEM;
 	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
-	return fcntl(fd, F_SETFL, fl);
+	return fcntl(fd, F_SETFL, fl) == 0 ? 0 : -DPG_ERR_SYSTEM;
 }
 
 void dpg_net_peer_name(int fd, char *buf, size_t len)
@@ -79,7 +79,7 @@ int dpg_net_listen(const char *addr, uint16_t port, int backlog, int *fd,
 		return dpg_errf(err, "cannot listen on '%s': not an IPv4 address", addr);
 	s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
-		return dpg_errf(err, "socket: %s", strerror(errno));
+		return dpg_errs(err, DPG_ERR_SYSTEM, "socket: %s", strerror(errno));
 	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
 	    listen(s, backlog) != 0 ||
@@ -87,8 +87,8 @@ int dpg_net_listen(const char *addr, uint16_t port, int backlog, int *fd,
 		int e = errno;
 
 		close(s);
-		return dpg_errf(err, "cannot listen on port %u: %s%s", (unsigned)port,
-				strerror(e), e == EADDRINUSE ?
+		return dpg_errs(err, DPG_ERR_SYSTEM, "cannot listen on port %u: %s%s",
+				(unsigned)port, strerror(e), e == EADDRINUSE ?
 				" (another process holds it: pick another MASTER_PORT)" : "");
 	}
 	*fd = s;
@@ -104,8 +104,9 @@ static bool retryable(int e)
 	       e == ECONNABORTED;
 }
 
-/* One attempt: non-blocking connect bounded by the deadline. */
-static int connect_once(const struct sockaddr *sa, socklen_t sl, int64_t deadline,
+/* One attempt: non-blocking connect bounded by the deadline; false with
+ * *e = the errno on failure. */
+static bool connect_once(const struct sockaddr *sa, socklen_t sl, int64_t deadline,
 			int *fd, int *e)
 {
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -116,7 +117,7 @@ static int connect_once(const struct sockaddr *sa, socklen_t sl, int64_t deadlin
 	*e = 0;
 	if (s < 0) {
 		*e = errno;
-		return -1;
+		return false;
 	}
 	if (connect(s, sa, sl) != 0 && errno != EINPROGRESS) {
 		*e = errno;
@@ -148,10 +149,23 @@ static int connect_once(const struct sockaddr *sa, socklen_t sl, int64_t deadlin
 		goto fail;
 	}
 	*fd = s;
-	return 0;
+	return true;
 fail:
 	close(s);
-	return -1;
+	return false;
+}
+
+/* Exponential backoff with jitter, capped at 1 s, never past the deadline:
+ * sleep about backoff ms, return the next backoff. */
+static int64_t nap(int64_t backoff, int64_t deadline, unsigned *seed)
+{
+	int64_t ms = backoff + rand_r(seed) % (backoff + 1);
+	int64_t left = deadline - dpg_now_ms();
+
+	if (ms > left)
+		ms = left > 0 ? left : 0;
+	usleep((useconds_t)(ms * 1000));
+	return backoff * 2 > 1000 ? 1000 : backoff * 2;
 }
 
 int dpg_net_connect(const char *host, uint16_t port, int64_t deadline_ms,
@@ -170,40 +184,35 @@ int dpg_net_connect(const char *host, uint16_t port, int64_t deadline_ms,
 		if (rc == 0)
 			break;
 		if (rc != EAI_AGAIN || dpg_now_ms() >= deadline_ms)
-			return dpg_errf(err, "cannot resolve '%s': %s", host, gai_strerror(rc));
+			return dpg_errs(err, DPG_ERR_SYSTEM, "cannot resolve '%s': %s", host,
+					gai_strerror(rc));
 		usleep(100000);
 	}
 	for (;;) {
 		if (aborted(abort)) {
 			freeaddrinfo(ai);
-			return DPG_NET_ABORTED;
+			return dpg_errs(err, DPG_ERR_ABORTED, "aborted connecting to %s:%u",
+					host, (unsigned)port);
 		}
-		if (connect_once(ai->ai_addr, ai->ai_addrlen, deadline_ms, fd, &e) == 0) {
+		if (connect_once(ai->ai_addr, ai->ai_addrlen, deadline_ms, fd, &e)) {
 			freeaddrinfo(ai);
 			return 0;
 		}
 		if (!retryable(e) || dpg_now_ms() + backoff >= deadline_ms)
 			break;
-		/* exponential backoff with jitter, capped at 1 s, never past the deadline */
-		{
-			int64_t nap = backoff + rand_r(&seed) % (backoff + 1);
-			int64_t left = deadline_ms - dpg_now_ms();
-
-			if (nap > left)
-				nap = left > 0 ? left : 0;
-			usleep((useconds_t)(nap * 1000));
-		}
-		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+		backoff = nap(backoff, deadline_ms, &seed);
 	}
 	freeaddrinfo(ai);
-	dpg_errf(err, "cannot connect to %s:%u: %s", host, (unsigned)port,
-		 e == ETIMEDOUT || retryable(e) ? "nobody answered before the deadline"
-		 : strerror(e));
-	return retryable(e) ? DPG_NET_TIMEOUT : DPG_NET_ERR;
+	return dpg_errs(err, retryable(e) ? DPG_ERR_TIMEOUT : DPG_ERR_SYSTEM,
+			"cannot connect to %s:%u: %s", host, (unsigned)port,
+			e == ETIMEDOUT || retryable(e) ? "nobody answered before the deadline"
+			: strerror(e));
 }
 
-/* Wait until fd is ready for events, the deadline passes or abort rises. */
-static int wait_fd(int fd, short events, int64_t deadline, const volatile int *abort)
+/* Wait until fd is ready for events, the deadline passes or abort rises.
+ * what: "send" or "receive", for the message. */
+static int wait_fd(int fd, short events, int64_t deadline, const volatile int *abort,
+		   const char *what, struct dpg_err *err)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 
@@ -212,14 +221,14 @@ static int wait_fd(int fd, short events, int64_t deadline, const volatile int *a
 		int r;
 
 		if (aborted(abort))
-			return DPG_NET_ABORTED;
+			return dpg_errs(err, DPG_ERR_ABORTED, "%s aborted", what);
 		if (left <= 0)
-			return DPG_NET_TIMEOUT;
+			return dpg_errs(err, DPG_ERR_TIMEOUT, "%s timed out", what);
 		r = poll(&p, 1, poll_slice(left, abort));
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
-			return DPG_NET_ERR;
+			return dpg_errs(err, DPG_ERR_SYSTEM, "poll: %s", strerror(errno));
 	}
 }
 
@@ -239,17 +248,13 @@ int dpg_net_write_full(int fd, const void *buf, size_t len, int64_t deadline_ms,
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-			dpg_errf(err, "peer closed the connection");
-			return DPG_NET_CLOSED;
-		}
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+			return dpg_errs(err, DPG_ERR_PEER, "peer closed the connection");
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return dpg_errf(err, "send: %s", strerror(errno));
-		rc = wait_fd(fd, POLLOUT, deadline_ms, abort);
-		if (rc == DPG_NET_TIMEOUT)
-			dpg_errf(err, "send timed out");
+			return dpg_errs(err, DPG_ERR_SYSTEM, "send: %s", strerror(errno));
+		rc = wait_fd(fd, POLLOUT, deadline_ms, abort, "send", err);
 		if (rc != 0)
-			return rc == DPG_NET_ERR ? dpg_errf(err, "poll: %s", strerror(errno)) : rc;
+			return rc;
 	}
 	return 0;
 }
@@ -268,19 +273,15 @@ int dpg_net_read_full(int fd, void *buf, size_t len, int64_t deadline_ms,
 			len -= (size_t)n;
 			continue;
 		}
-		if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-			dpg_errf(err, "peer closed the connection");
-			return DPG_NET_CLOSED;
-		}
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return dpg_errs(err, DPG_ERR_PEER, "peer closed the connection");
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return dpg_errf(err, "recv: %s", strerror(errno));
-		rc = wait_fd(fd, POLLIN, deadline_ms, abort);
-		if (rc == DPG_NET_TIMEOUT)
-			dpg_errf(err, "receive timed out");
+			return dpg_errs(err, DPG_ERR_SYSTEM, "recv: %s", strerror(errno));
+		rc = wait_fd(fd, POLLIN, deadline_ms, abort, "receive", err);
 		if (rc != 0)
-			return rc == DPG_NET_ERR ? dpg_errf(err, "poll: %s", strerror(errno)) : rc;
+			return rc;
 	}
 	return 0;
 }

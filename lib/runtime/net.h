@@ -39,6 +39,7 @@ int dpg_net_write_full(int fd, const void *buf, size_t len, int64_t deadline_ms,
 int dpg_net_read_full(int fd, void *buf, size_t len, int64_t deadline_ms,
 		      const volatile int *abort, struct dpg_err *err);
 
+/* O_NONBLOCK on or off: 0 or -DPG_ERR_SYSTEM (errno says why). */
 int dpg_net_set_nonblock(int fd, bool on);
 
 /* "host:port" of the peer of fd, for messages ("?" on failure). */

@@ -12,8 +12,13 @@
 #define DPG_STORE_VALUE_MAX (8u << 20)		/* bytes in a value */
 #define DPG_STORE_SECRET_MAX 64			/* bytes of decoded secret */
 
-/* Return codes besides 0 / -1: the DPG_NET_* codes of net.h (timeout,
- * closed, aborted) and this one. */
+/* Return codes (err.h's convention): 0, or -DPG_ERR_TIMEOUT, -DPG_ERR_ABORTED,
+ * -DPG_ERR_PEER (the peer closed the connection or broke the protocol),
+ * -DPG_ERR_AUTH (the server refused our secret, or we its, or it is not a
+ * dpg store), -DPG_ERR_SYSTEM, -DPG_ERR_NOMEM, and -DPG_ERR_INVALID (-1) for
+ * a bad argument or a request the store refused (ADD on text, store full).
+ * The implementation: store_wire.c (what both ends share), store_server.c,
+ * store_ops.c and store_table.c (the server), store_client.c (the client). */
 #define DPG_STORE_AUTH (-(int)DPG_ERR_AUTH)	/* TRANSITIONAL alias: the server refused our secret (or we its) */
 
 struct dpg_store_server;
@@ -30,7 +35,7 @@ uint16_t dpg_store_server_port(const struct dpg_store_server *s);
 void dpg_store_server_stop(struct dpg_store_server *s);
 
 /* Connect and authenticate, retrying until deadline_ms (dpg_now_ms clock).
- * abort (may be NULL) ends waits early with DPG_NET_ABORTED. */
+ * abort (may be NULL) ends waits early with -DPG_ERR_ABORTED. */
 int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
 		      size_t secret_len, int64_t deadline_ms,
 		      const volatile int *abort, struct dpg_store **out,
@@ -56,10 +61,6 @@ int dpg_store_wait(struct dpg_store *s, const char *const *keys, size_t nkeys,
 /* All n participants of `name` arrive (add + wait on a generation key). */
 int dpg_store_barrier(struct dpg_store *s, const char *name, int n,
 		      int64_t deadline_ms, struct dpg_err *err);
-
-/* A store or net return code (0, -1, DPG_NET_*, DPG_STORE_AUTH) as a
- * negated dpg_status_t (0 stays 0), as the backends return them. */
-int dpg_store_status(int rc);
 
 /* Decode a hex secret (32..128 hex digits) into raw bytes. */
 int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,

@@ -1,7 +1,8 @@
-/* fuzz_store.c - libFuzzer harness for the server side of lib/store.c's wire
- * protocol.  One server runs for the whole process (127.0.0.1, port 0, a
- * fixed secret).  Per input: connect, read the HELLO, then by the first byte
- *   bit 0  complete a valid AUTH handshake first (HMAC as in store.c)
+/* fuzz_store.c - libFuzzer harness for the server side of the store's wire
+ * protocol (lib/runtime/store_wire.h).  One server runs for the whole process
+ * (127.0.0.1, port 0, a fixed secret).  Per input: connect, read the HELLO,
+ * then by the first byte
+ *   bit 0  complete a valid AUTH handshake first (HMAC as in store_wire.c)
  *   bit 1  "framed": the rest is records {op u8, len u8, body[len]} sent with
  *          valid headers (magic, version 1, flags 0, id = record number),
  *          so the fuzzer reaches the request handlers, not only the framing;

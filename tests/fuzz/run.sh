@@ -30,13 +30,15 @@ hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
 L=$top/lib
 cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime"
 C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c $L/common/netif.c"
+R=$L/runtime
+STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/sha256.c"
 LAUNCH="$L/launch/conf.c $L/launch/opts.c $L/launch/contract.c $L/launch/topo.c $L/launch/plan.c $L/launch/gpuvis.c $L/launch/bindenv.c $L/launch/cpuset.c $L/launch/plan_fmt.c"
 
 srcs() {
 	case $1 in
 	hostlist) echo "$C" ;;
 	conf|contract|topo) echo "$C $LAUNCH $hwloc" ;;
-	store) echo "$C $L/runtime/store.c $L/runtime/net.c $L/runtime/sha256.c -lpthread" ;;
+	store) echo "$C $STORE -lpthread" ;;
 	esac
 }
 

@@ -25,7 +25,7 @@
 #include "sha256.h"
 #include "store.h"
 
-/* The wire protocol, restated here from store.c's header comment so that the
+/* The wire protocol, restated here from store_wire.h so that the
  * raw-socket tests check the documented format, not the implementation. */
 #define W_MAGIC 0x53475044u
 #define W_VERSION 1

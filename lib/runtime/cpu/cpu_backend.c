@@ -140,7 +140,7 @@ struct cpu {
 
 static int net_rc(int rc)
 {
-	return dpg_store_status(rc);
+	return rc;
 }
 
 static const char *host_of(const struct cpu *p, int rank)

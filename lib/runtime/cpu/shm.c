@@ -581,7 +581,7 @@ static int ncpus(void)
 
 static int store_rc(int rc)
 {
-	return dpg_store_status(rc);
+	return rc;
 }
 
 static int seg_layout(struct dpg_shm *s, size_t *ctl_off, size_t *data_off, size_t *size)

@@ -130,7 +130,7 @@ static void test_nonblocking(void **state)
 	assert_string_equal(buf, "hello, world");
 	assert_int_equal(dpg_net_set_nonblock(cli, false), 0);
 	assert_false(fcntl(cli, F_GETFL) & O_NONBLOCK);
-	assert_int_equal(dpg_net_set_nonblock(-1, true), -1);
+	assert_int_equal(dpg_net_set_nonblock(-1, true), -DPG_ERR_SYSTEM);
 	close(cli);
 	close(srv);
 }

@@ -1,0 +1,72 @@
+/* store_server.h - the store server's state and connections, shared by its
+ * event loop (store_server.c) and its request handlers (store_ops.c). */
+#ifndef DPG_LIB_STORE_SERVER_H
+#define DPG_LIB_STORE_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sha256.h"
+#include "store_table.h"
+#include "store_wire.h"
+
+struct oseg;				/* queued output (store_server.c) */
+
+enum { CS_AUTH, CS_READY, CS_REFUSING };
+
+struct conn {
+	int fd;
+	uint8_t state;
+	bool dead;			/* close at the next flush */
+	bool closed;			/* closed; freed at the end of the loop turn */
+	struct conn *gnext;		/* server->graveyard */
+	bool in_flush;
+	uint32_t events;		/* epoll mask registered */
+	struct dl all;			/* server->conns */
+	struct dl unauth;		/* server->unauth while not CS_READY */
+	struct conn *fnext;		/* server->flush */
+	int64_t auth_deadline;
+	uint8_t nonce[DPG_WIRE_NONCE];
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	struct oseg *ohead, *otail;
+	size_t obytes;
+	struct dl parked;		/* store_ops.c's struct wreq.node */
+	uint32_t nparked;
+	char peer[32];
+};
+
+struct dpg_store_server {
+	pthread_t th;
+	bool started;
+	pid_t pid;			/* of the process that started it */
+	int lfd, epfd, wakefd, sparefd;
+	uint16_t port;
+	int64_t auth_timeout_ms;
+	struct dpg_hmac_sha256 keyed;
+	struct dpg_kv t;
+	struct dl conns, unauth;
+	struct conn *flush;
+	struct conn *graveyard;		/* closed, to free after the batch */
+	/* log rate limiting */
+	int64_t log_sec;
+	unsigned log_lines;
+	unsigned long log_dropped;
+};
+
+/* store_server.c: queue a reply (op | DPG_OP_REPLY, status st): header, then
+ * pre (inline), then val (by reference or copy); val may be NULL. */
+void dpg_srv_reply(struct dpg_store_server *s, struct conn *c, uint8_t op, uint16_t st,
+		   uint32_t id, const void *pre, size_t plen, struct blob *val);
+
+/* store_ops.c: handle one authenticated request; -DPG_ERR_PEER for a protocol
+ * violation (why says which: the caller logs it and drops the connection). */
+int dpg_srv_handle(struct dpg_store_server *s, struct conn *c,
+		   const struct dpg_wire_hdr *h, const uint8_t *body, struct dpg_err *why);
+/* store_ops.c: forget every request c has parked (c is closing). */
+void dpg_srv_unpark_all(struct dpg_store_server *s, struct conn *c);
+
+#endif
