@@ -6,11 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract_vars.h"	/* DPG_SECRET_HEX_MIN, DPG_SECRET_HEX_MAX */
 #include "err.h"
 
 #define DPG_STORE_KEY_MAX 512			/* bytes in a key */
 #define DPG_STORE_VALUE_MAX (8u << 20)		/* bytes in a value */
-#define DPG_STORE_SECRET_MAX 64			/* bytes of decoded secret */
+#define DPG_STORE_SECRET_MAX (DPG_SECRET_HEX_MAX / 2)	/* bytes of decoded secret */
 
 /* Return codes (err.h's convention): 0, or -DPG_ERR_TIMEOUT, -DPG_ERR_ABORTED,
  * -DPG_ERR_PEER (the peer closed the connection or broke the protocol),

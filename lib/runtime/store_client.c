@@ -758,14 +758,17 @@ int dpg_secret_parse(const char *hex, uint8_t *out, size_t cap, size_t *len,
 	size_t n, i;
 
 	if (hex == NULL || hex[0] == '\0')
-		return dpg_errf(err, "job secret: empty (want 32..128 hex digits)");
+		return dpg_errf(err, "job secret: empty (want %d..%d hex digits)",
+				DPG_SECRET_HEX_MIN, DPG_SECRET_HEX_MAX);
 	n = strlen(hex);
 	for (i = 0; i < n; i++)
 		if (dpg_hex_digit(hex[i]) < 0)
 			return dpg_errf(err, "job secret: character %zu is not a hex digit "
-					"(want 32..128 hex digits)", i + 1);
-	if (n < 32 || n > 128)
-		return dpg_errf(err, "job secret: %zu hex digits (want 32..128)", n);
+					"(want %d..%d hex digits)", i + 1,
+					DPG_SECRET_HEX_MIN, DPG_SECRET_HEX_MAX);
+	if (n < DPG_SECRET_HEX_MIN || n > DPG_SECRET_HEX_MAX)
+		return dpg_errf(err, "job secret: %zu hex digits (want %d..%d)", n,
+				DPG_SECRET_HEX_MIN, DPG_SECRET_HEX_MAX);
 	if (n % 2 != 0)
 		return dpg_errf(err, "job secret: odd number of hex digits (%zu)", n);
 	if (n / 2 > cap)

@@ -65,7 +65,7 @@ enum { DPG_WIRE_OK = 0, DPG_WIRE_ERROR = 1, DPG_WIRE_REFUSED = 2 };
 
 /* Limits (the key and value limits are store.h's DPG_STORE_KEY_MAX and
  * DPG_STORE_VALUE_MAX). */
-#define DPG_STORE_SECRET_MIN 16			/* bytes of secret */
+#define DPG_STORE_SECRET_MIN (DPG_SECRET_HEX_MIN / 2)	/* bytes of secret */
 #define DPG_STORE_WAIT_MAX_KEYS 4096		/* keys in one WAIT */
 #define DPG_STORE_MAX_KEYS (1u << 20)		/* keys in the table */
 #define DPG_STORE_MAX_VALUE_BYTES ((size_t)1 << 30)	/* all values together */
