@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "net.h"
 #include "reduce.h"
 #include "store.h"
@@ -340,14 +341,6 @@ static bool cond_ok(struct dpg_shm *s, const struct wcond *c, int *lag)
 	return true;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -484,7 +477,7 @@ static int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_s
 
 	if (cond_ok(s, c, &lag))
 		return 0;
-	t0 = now_ns();
+	t0 = dpg_now_ns();
 	if (!s->oversub) {
 		int64_t spin = SHM_SPIN_NS < limit ? SHM_SPIN_NS : limit;
 
@@ -495,7 +488,7 @@ static int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_s
 			if ((i & 63) == 0) {
 				if (atomic_load_explicit(&s->hdr->fail, memory_order_relaxed) != 0)
 					break;
-				if (now_ns() - t0 >= spin)
+				if (dpg_now_ns() - t0 >= spin)
 					break;
 			}
 		}
@@ -503,7 +496,7 @@ static int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_s
 	for (i = 0;; i++) {
 		/* oversubscribed: yield to the ranks that share our CPU for a
 		 * while (a futex wakeup costs tens of microseconds here) */
-		if (s->oversub ? now_ns() - t0 >= SHM_YIELD_NS : i >= SHM_YIELDS)
+		if (s->oversub ? dpg_now_ns() - t0 >= SHM_YIELD_NS : i >= SHM_YIELDS)
 			break;
 		if (s->oversub && (i & 15) == 15 &&
 		    atomic_load_explicit(&s->hdr->fail, memory_order_relaxed) != 0)
@@ -519,7 +512,7 @@ static int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_s
 		rc = health(s, w, c, lag, err);
 		if (rc != 0)
 			return rc;
-		now = now_ns();
+		now = dpg_now_ns();
 		if (now - t0 >= limit)
 			return 0;
 		left = (w->deadline_ms - dpg_now_ms()) * 1000000 + 1000000;
@@ -579,12 +572,7 @@ static int ncpus(void)
 	return n > 0 ? n : 1;
 }
 
-static int store_rc(int rc)
-{
-	return rc;
-}
-
-static int seg_layout(struct dpg_shm *s, size_t *ctl_off, size_t *data_off, size_t *size)
+static size_t seg_layout(const struct dpg_shm *s, size_t *ctl_off, size_t *data_off)
 {
 	size_t data;
 
@@ -594,25 +582,40 @@ static int seg_layout(struct dpg_shm *s, size_t *ctl_off, size_t *data_off, size
 		data = (size_t)s->K * (size_t)s->n * s->S;
 	else
 		data = (size_t)s->n * s->P;
-	*size = *data_off + round_up(data, 4096);
-	return 0;
+	return *data_off + round_up(data, 4096);
 }
 
-int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg_err *err)
+/* Free a segment handle in any state dpg_shm_open leaves it in. */
+static void shm_free(struct dpg_shm *s)
 {
-	struct dpg_shm *s;
-	size_t ctl_off, data_off, size;
-	int rc = -DPG_ERR_SYSTEM, q, fd = -1;
-	void *base = MAP_FAILED;
+	int q;
 
-	*out = NULL;
-	if (cfg->nlocal < 2 || cfg->lrank < 0 || cfg->lrank >= cfg->nlocal) {
-		dpg_errf(err, "shm: bad local rank %d of %d", cfg->lrank, cfg->nlocal);
-		return -DPG_ERR_INVALID;
-	}
-	s = calloc(1, sizeof(*s));
 	if (s == NULL)
-		goto nomem;
+		return;
+	dpg_shm_unlink(s);
+	if (s->base != NULL)
+		munmap(s->base, s->size);
+	if (s->pidfds != NULL)
+		for (q = 0; q < s->n; q++)
+			if (s->pidfds[q] >= 0)
+				close(s->pidfds[q]);
+	free(s->ranks);
+	free(s->pids);
+	free(s->pidfds);
+	free(s->srcs);
+	free(s);
+}
+
+/* The handle from cfg: local ranks, pids, and the segment's geometry
+ * (slot sets K of S bytes, pipes of P bytes), nothing mapped yet. */
+static int shm_new(const struct dpg_shm_cfg *cfg, struct dpg_shm **out, struct dpg_err *err)
+{
+	struct dpg_shm *s = calloc(1, sizeof(*s));
+	int q;
+
+	*out = s;
+	if (s == NULL)
+		return dpg_errs(err, DPG_ERR_NOMEM, "out of memory");
 	s->mode = cfg->mode;
 	s->n = cfg->nlocal;
 	s->me = cfg->lrank;
@@ -625,8 +628,11 @@ int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg
 	s->pids = calloc((size_t)s->n, sizeof(*s->pids));
 	s->pidfds = calloc((size_t)s->n, sizeof(*s->pidfds));
 	s->srcs = calloc((size_t)s->n, sizeof(*s->srcs));
-	if (s->ranks == NULL || s->pids == NULL || s->pidfds == NULL || s->srcs == NULL)
-		goto nomem;
+	if (s->ranks == NULL || s->pids == NULL || s->pidfds == NULL || s->srcs == NULL) {
+		free(s->pidfds);	/* not yet -1: shm_free must not close them */
+		s->pidfds = NULL;
+		return dpg_errs(err, DPG_ERR_NOMEM, "out of memory");
+	}
 	for (q = 0; q < s->n; q++) {
 		s->ranks[q] = cfg->ranks[q];
 		s->pids[q] = cfg->pids[q];
@@ -642,112 +648,136 @@ int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg
 	s->P = round_up(cfg->pipe_bytes > 0 ? cfg->pipe_bytes : SHM_DEFAULT_PIPE, 4096);
 	s->pipe_to = cfg->pipe_to;
 	s->pipe_from = cfg->pipe_from;
-	seg_layout(s, &ctl_off, &data_off, &size);
+	return 0;
+}
 
-	if (s->creator) {
-		unsigned rnd = (unsigned)getpid() ^ (unsigned)now_ns();
-		int tries;
+/* Map s->size bytes of fd (and close fd either way). */
+static int seg_map(struct dpg_shm *s, int fd, struct dpg_err *err)
+{
+	void *base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+			  fd, 0);
+	int rc = 0;
 
-		for (tries = 0; tries < 16; tries++) {
-			rnd = rnd * 1103515245u + 12345u;
-			snprintf(s->name, sizeof(s->name), "/dpg.%d.%08x", (int)getpid(), rnd);
-			fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-			if (fd >= 0 || errno != EEXIST)
-				break;
-		}
-		if (fd < 0) {
-			dpg_errf(err, "shm_open %s: %s", s->name, strerror(errno));
-			goto fail;
-		}
-		s->created = true;
-		if (ftruncate(fd, (off_t)size) != 0) {
-			dpg_errf(err, "cannot size the shared segment to %zu bytes: %s "
-				 "(is /dev/shm large enough?)", size, strerror(errno));
-			goto fail;
-		}
-		base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-		if (base == MAP_FAILED) {
-			dpg_errf(err, "mmap of the shared segment (%zu bytes): %s", size,
-				 strerror(errno));
-			goto fail;
-		}
-		s->hdr = base;
-		s->hdr->size = size;
-		s->hdr->version = SHM_VERSION;
-		s->hdr->mode = (uint32_t)s->mode;
-		s->hdr->nlocal = (uint32_t)s->n;
-		s->hdr->nsets = (uint32_t)s->K;
-		s->hdr->slot_bytes = s->S;
-		s->hdr->pipe_bytes = s->P;
-		s->hdr->ctl_off = ctl_off;
-		s->hdr->data_off = data_off;
-		atomic_store(&s->hdr->attached, 1);
-		atomic_store_explicit(&s->hdr->magic, SHM_MAGIC, memory_order_release);
-		rc = dpg_store_set(cfg->store, cfg->key, s->name, strlen(s->name) + 1,
-				   cfg->deadline_ms, err);
-		if (rc != 0) {
-			rc = store_rc(rc);
-			dpg_err_prefix(err, "publishing the shared segment");
-			goto fail;
-		}
-	} else {
-		void *val = NULL;
-		size_t len = 0;
-		struct stat st;
-
-		rc = dpg_store_get(cfg->store, cfg->key, &val, &len, cfg->deadline_ms, err);
-		if (rc != 0) {
-			rc = store_rc(rc);
-			dpg_err_prefix(err, "looking up the shared segment");
-			goto fail;
-		}
-		if (len == 0 || len > sizeof(s->name) || ((char *)val)[len - 1] != '\0') {
-			free(val);
-			rc = -DPG_ERR_PEER;
-			dpg_errf(err, "bad shared segment name from peer rank %d (%s)",
-				 s->ranks[0], s->hosts[s->ranks[0]]);
-			goto fail;
-		}
-		memcpy(s->name, val, len);
-		free(val);
-		rc = -DPG_ERR_SYSTEM;
-		fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			dpg_errf(err, "shm_open %s (created by peer rank %d (%s)): %s", s->name,
-				 s->ranks[0], s->hosts[s->ranks[0]], strerror(errno));
-			goto fail;
-		}
-		if (fstat(fd, &st) != 0 || (size_t)st.st_size != size) {
-			rc = -DPG_ERR_PEER;
-			dpg_errf(err, "shared segment %s has %lld bytes, expected %zu "
-				 "(peer rank %d (%s) runs another configuration?)", s->name,
-				 (long long)st.st_size, size, s->ranks[0], s->hosts[s->ranks[0]]);
-			goto fail;
-		}
-		base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-		if (base == MAP_FAILED) {
-			dpg_errf(err, "mmap of the shared segment (%zu bytes): %s", size,
-				 strerror(errno));
-			goto fail;
-		}
-		s->hdr = base;
-		if (atomic_load_explicit(&s->hdr->magic, memory_order_acquire) != SHM_MAGIC ||
-		    s->hdr->nlocal != (uint32_t)s->n || s->hdr->mode != (uint32_t)s->mode ||
-		    s->hdr->slot_bytes != s->S || s->hdr->pipe_bytes != s->P ||
-		    s->hdr->nsets != (uint32_t)s->K) {
-			rc = -DPG_ERR_PEER;
-			dpg_errf(err, "shared segment %s does not match this rank's settings",
-				 s->name);
-			goto fail;
-		}
-		atomic_fetch_add(&s->hdr->attached, 1);
-	}
+	if (base == MAP_FAILED)
+		rc = dpg_errs(err, DPG_ERR_SYSTEM, "mmap of the shared segment (%zu bytes): %s",
+			      s->size, strerror(errno));
+	else
+		s->base = base;
 	close(fd);
-	fd = -1;
-	s->base = base;
-	s->size = size;
-	s->ctl = (struct shm_ctl *)(void *)((char *)base + ctl_off);
-	s->data = (char *)base + data_off;
+	return rc;
+}
+
+/* Local index 0: create the segment under a fresh name, size and map it,
+ * write the header, and publish the name under cfg->key. */
+static int seg_create(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, size_t ctl_off,
+		      size_t data_off, struct dpg_err *err)
+{
+	unsigned rnd = (unsigned)getpid() ^ (unsigned)dpg_now_ns();
+	int tries, fd = -1, rc;
+
+	for (tries = 0; tries < 16; tries++) {
+		rnd = rnd * 1103515245u + 12345u;
+		snprintf(s->name, sizeof(s->name), "/dpg.%d.%08x", (int)getpid(), rnd);
+		fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "shm_open %s: %s", s->name, strerror(errno));
+	s->created = true;
+	if (ftruncate(fd, (off_t)s->size) != 0) {
+		rc = dpg_errs(err, DPG_ERR_SYSTEM, "cannot size the shared segment to %zu "
+			      "bytes: %s (is /dev/shm large enough?)", s->size, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	rc = seg_map(s, fd, err);
+	if (rc != 0)
+		return rc;
+	s->hdr = s->base;
+	s->hdr->size = s->size;
+	s->hdr->version = SHM_VERSION;
+	s->hdr->mode = (uint32_t)s->mode;
+	s->hdr->nlocal = (uint32_t)s->n;
+	s->hdr->nsets = (uint32_t)s->K;
+	s->hdr->slot_bytes = s->S;
+	s->hdr->pipe_bytes = s->P;
+	s->hdr->ctl_off = ctl_off;
+	s->hdr->data_off = data_off;
+	atomic_store(&s->hdr->attached, 1);
+	atomic_store_explicit(&s->hdr->magic, SHM_MAGIC, memory_order_release);
+	rc = dpg_store_set(cfg->store, cfg->key, s->name, strlen(s->name) + 1,
+			   cfg->deadline_ms, err);
+	if (rc != 0)
+		dpg_err_prefix(err, "publishing the shared segment");
+	return rc;
+}
+
+/* The segment's name as local index 0 published it. */
+static int seg_lookup(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, struct dpg_err *err)
+{
+	void *val = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = dpg_store_get(cfg->store, cfg->key, &val, &len, cfg->deadline_ms, err);
+	if (rc != 0) {
+		dpg_err_prefix(err, "looking up the shared segment");
+		return rc;
+	}
+	if (len == 0 || len > sizeof(s->name) || ((char *)val)[len - 1] != '\0') {
+		free(val);
+		return dpg_errs(err, DPG_ERR_PEER, "bad shared segment name from peer rank %d (%s)",
+				s->ranks[0], s->hosts[s->ranks[0]]);
+	}
+	memcpy(s->name, val, len);
+	free(val);
+	return 0;
+}
+
+/* Other local ranks: open and map the segment local index 0 created, and
+ * check that it was made for the same settings. */
+static int seg_attach(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, struct dpg_err *err)
+{
+	struct stat st;
+	int fd, rc;
+
+	rc = seg_lookup(s, cfg, err);
+	if (rc != 0)
+		return rc;
+	fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM,
+				"shm_open %s (created by peer rank %d (%s)): %s", s->name,
+				s->ranks[0], s->hosts[s->ranks[0]], strerror(errno));
+	if (fstat(fd, &st) != 0 || (size_t)st.st_size != s->size) {
+		rc = dpg_errs(err, DPG_ERR_PEER, "shared segment %s has %lld bytes, expected %zu "
+			      "(peer rank %d (%s) runs another configuration?)", s->name,
+			      (long long)st.st_size, s->size, s->ranks[0], s->hosts[s->ranks[0]]);
+		close(fd);
+		return rc;
+	}
+	rc = seg_map(s, fd, err);
+	if (rc != 0)
+		return rc;
+	s->hdr = s->base;
+	if (atomic_load_explicit(&s->hdr->magic, memory_order_acquire) != SHM_MAGIC ||
+	    s->hdr->nlocal != (uint32_t)s->n || s->hdr->mode != (uint32_t)s->mode ||
+	    s->hdr->slot_bytes != s->S || s->hdr->pipe_bytes != s->P ||
+	    s->hdr->nsets != (uint32_t)s->K)
+		return dpg_errs(err, DPG_ERR_PEER,
+				"shared segment %s does not match this rank's settings", s->name);
+	atomic_fetch_add(&s->hdr->attached, 1);
+	return 0;
+}
+
+/* Mapped: find the control lines and the data, sign in, watch the peers. */
+static void seg_start(struct dpg_shm *s, size_t ctl_off, size_t data_off)
+{
+	int q;
+
+	s->ctl = (struct shm_ctl *)(void *)((char *)s->base + ctl_off);
+	s->data = (char *)s->base + data_off;
 	s->ctl[s->me].pid = (int32_t)getpid();
 	if (s->pid_ok)
 		for (q = 0; q < s->n; q++)
@@ -755,26 +785,31 @@ int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg
 				s->pidfds[q] = pidfd_open_(s->pids[q]);
 	/* start positions: every counter starts at 0 in a fresh segment */
 	s->last_health_ms = dpg_now_ms();
+}
+
+int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg_err *err)
+{
+	struct dpg_shm *s;
+	size_t ctl_off, data_off;
+	int rc;
+
+	*out = NULL;
+	if (cfg->nlocal < 2 || cfg->lrank < 0 || cfg->lrank >= cfg->nlocal)
+		return dpg_errs(err, DPG_ERR_INVALID, "shm: bad local rank %d of %d",
+				cfg->lrank, cfg->nlocal);
+	rc = shm_new(cfg, &s, err);
+	if (rc == 0) {
+		s->size = seg_layout(s, &ctl_off, &data_off);
+		rc = s->creator ? seg_create(s, cfg, ctl_off, data_off, err)
+				: seg_attach(s, cfg, err);
+	}
+	if (rc != 0) {
+		shm_free(s);
+		return rc;
+	}
+	seg_start(s, ctl_off, data_off);
 	*out = s;
 	return 0;
-nomem:
-	rc = -DPG_ERR_NOMEM;
-	dpg_errf(err, "out of memory");
-fail:
-	if (fd >= 0)
-		close(fd);
-	if (base != MAP_FAILED)
-		munmap(base, size);
-	if (s != NULL) {
-		if (s->created)
-			shm_unlink(s->name);
-		free(s->ranks);
-		free(s->pids);
-		free(s->pidfds);
-		free(s->srcs);
-		free(s);
-	}
-	return rc;
 }
 
 void dpg_shm_unlink(struct dpg_shm *s)
@@ -787,21 +822,7 @@ void dpg_shm_unlink(struct dpg_shm *s)
 
 void dpg_shm_close(struct dpg_shm *s)
 {
-	int q;
-
-	if (s == NULL)
-		return;
-	dpg_shm_unlink(s);
-	if (s->base != NULL)
-		munmap(s->base, s->size);
-	for (q = 0; q < s->n; q++)
-		if (s->pidfds[q] >= 0)
-			close(s->pidfds[q]);
-	free(s->ranks);
-	free(s->pids);
-	free(s->pidfds);
-	free(s->srcs);
-	free(s);
+	shm_free(s);
 }
 
 /* ------------------------------------------------------------ direct mode */

@@ -10,7 +10,7 @@
  *     pipeline of copy-in / reduce-out-of-shared-memory / copy-out stages;
  *   - "pipes" mode (a ring that also crosses nodes): one single-producer
  *     single-consumer byte pipe into each local rank, used by the ring
- *     engine of cpu_backend.c for the intra-node hops.
+ *     engine of ring.c for the intra-node hops.
  * Waits spin briefly (not at all when the node's ranks outnumber its CPUs),
  * then yield, then sleep on the futex in slices, checking the deadline, the
  * abort flags, the failure word and (through pidfds) that the local peers

@@ -1,0 +1,681 @@
+/* ring.c - the CPU backend's ring engine and failure-notice protocol (see
+ * cpu_backend.h for the overview, ring.h for the interface).
+ *
+ * The ring engine.  Positions 0..n-1 on the ring; position p sends to p+1
+ * and receives from p-1.  A collective is a sequence of T steps; in step t
+ * every rank sends one block and receives one block, and the block it sends
+ * in step t+1 is the one it received (and, while reducing, combined with
+ * its own input) in step t.  The engine treats both directions as byte
+ * streams: the out-stream of step t may run up to where the in-stream of
+ * step t-1 has been processed, so a block is forwarded piece by piece while
+ * the rest of it is still arriving.  One thread, non-blocking sockets (or
+ * shared-memory pipes), no per-call allocation.
+ *   reduce-scatter step t (0 <= t < n-1): send block (p-t-1), receive block
+ *     (p-t-2) and combine it with our own input; after n-1 steps block p is
+ *     fully reduced here (the last combine applies avg's division);
+ *   all-gather step u: send block (p-u) (our own first), receive (p-u-1);
+ *   allreduce = both (2(n-1) steps, blocks of count/n elements, any count);
+ *   broadcast = a chain from the root, pipelined the same way.
+ * Received data for a reduce step goes through a small cache-resident
+ * staging buffer (TCP) or is combined straight out of the shared pipe; data
+ * for an all-gather step is received in place.
+ *
+ * Failure protocol.  Each TCP hop has two connections: the data connection
+ * (data forward, notices backward) and a notice connection (notices
+ * forward).  A rank that sees a failure (EOF/reset from a neighbour, a dead
+ * local process, a deadline, an abort) sends a 16-byte notice both ways and
+ * into the node segment; receivers adopt it and pass it on, so it floods the
+ * ring.  A neighbour's EOF without a notice means that neighbour died (a
+ * live rank always notices before it closes); we still wait a short grace
+ * period for a notice that names the real culprit.
+ */
+#include "ring.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "net.h"
+#include "reduce.h"
+
+#define CPU_NOTICE_MAGIC 0x6470676eu	/* "dpgn" */
+#define CPU_GRACE_MS 500
+#define CPU_POLL_SLICE_MS 100
+#define CPU_TCP_SPIN_NS 20000		/* busy retries before a blocking poll */
+#define CPU_TCP_YIELD_NS 200000		/* the same with sched_yield, when the
+					 * machine's ranks outnumber its CPUs */
+
+struct cpu_notice {
+	uint32_t magic;
+	int32_t why;
+	int32_t culprit;
+	int32_t reporter;
+};
+_Static_assert(sizeof(struct cpu_notice) == DPG_RING_NOTICE_BYTES, "notice size");
+
+/* ------------------------------------------------------------ failures */
+
+static void send_notice(int fd, const struct dpg_fail *f)
+{
+	struct cpu_notice nt = { .magic = CPU_NOTICE_MAGIC, .why = f->why,
+				 .culprit = f->culprit, .reporter = f->reporter };
+
+	if (fd >= 0)	/* best effort: a dead peer just doesn't get it */
+		(void)!send(fd, &nt, sizeof(nt), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* Record the (first) failure, tell every neighbour, return its status. */
+static int fail_set(struct dpg_cpu *p, const struct dpg_fail *f, struct dpg_err *err)
+{
+	struct dpg_err e;
+
+	if (p->fail_rc == 0) {
+		p->fail_rc = dpg_fail_format(f, p->rank, (const char *const *)p->hosts, &e);
+		if (f->why == DPG_FAIL_ABORTED && f->culprit == p->rank)
+			p->fail_rc = -DPG_ERR_ABORTED;
+		memcpy(p->fail_msg, e.msg, sizeof(p->fail_msg));
+	}
+	if (!p->fail_sent) {
+		p->fail_sent = true;
+		if (p->next.kind == DPG_LINK_TCP)
+			send_notice(p->next.cfd, f);
+		if (p->prev.kind == DPG_LINK_TCP)
+			send_notice(p->prev.fd, f);
+		dpg_shm_fail_publish(p->shm, f);
+	}
+	if (err != NULL)
+		memcpy(err->msg, p->fail_msg, sizeof(err->msg));
+	return p->fail_rc;
+}
+
+/* A failure whose message is already in err (shm.c, own timeout, abort). */
+static int fail_from(struct dpg_cpu *p, int rc, const struct dpg_fail *f, struct dpg_err *err)
+{
+	if (p->fail_rc == 0) {
+		p->fail_rc = rc;
+		memcpy(p->fail_msg, err->msg, sizeof(p->fail_msg));
+	}
+	if (!p->fail_sent && f != NULL) {
+		p->fail_sent = true;
+		if (p->next.kind == DPG_LINK_TCP)
+			send_notice(p->next.cfd, f);
+		if (p->prev.kind == DPG_LINK_TCP)
+			send_notice(p->prev.fd, f);
+		dpg_shm_fail_publish(p->shm, f);
+	}
+	memcpy(err->msg, p->fail_msg, sizeof(err->msg));
+	return p->fail_rc;
+}
+
+/* An error reported by shm.c: its failure word says who and why. */
+int dpg_ring_fail_shm(struct dpg_cpu *p, int rc, struct dpg_err *err)
+{
+	struct dpg_fail f;
+
+	if (dpg_shm_fail_get(p->shm, &f))
+		return fail_from(p, rc, &f, err);
+	return fail_from(p, rc, NULL, err);
+}
+
+static int fail_self(struct dpg_cpu *p, int why, int culprit, int rc, struct dpg_err *err)
+{
+	struct dpg_fail f = { .why = why, .culprit = culprit, .reporter = p->rank };
+
+	return fail_from(p, rc, &f, err);
+}
+
+/* Read whatever is pending on a notice channel: 1 with *f filled for a
+ * notice, else 0.  EOF or an error there only marks the channel closed: a
+ * neighbour that finished the collective may leave at once, and is a
+ * failure only if we still need its data or must still send to it (found
+ * by the data path: EOF on receive, EPIPE on send). */
+static int notice_read(struct dpg_cpu_link *l, int fd, struct dpg_fail *f)
+{
+	if (l->nclosed)
+		return 0;
+	for (;;) {
+		ssize_t r = recv(fd, l->nbuf + l->nlen, sizeof(l->nbuf) - l->nlen, MSG_DONTWAIT);
+
+		if (r > 0) {
+			l->nlen += (size_t)r;
+			if (l->nlen == sizeof(l->nbuf)) {
+				struct cpu_notice nt;
+
+				memcpy(&nt, l->nbuf, sizeof(nt));
+				l->nlen = 0;
+				if (nt.magic != CPU_NOTICE_MAGIC) {
+					f->why = DPG_FAIL_PROTO;
+					f->culprit = l->peer;
+					f->reporter = -1;
+					return 1;
+				}
+				f->why = nt.why;
+				f->culprit = nt.culprit;
+				f->reporter = nt.reporter;
+				return 1;
+			}
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		l->nclosed = true;
+		return 0;
+	}
+}
+
+/* Look for a notice on every channel without blocking: 1 = *f filled.  A
+ * WAITING notice from the predecessor is no failure: it is recorded in
+ * p->prev_waiting (see timeout_verdict) and reading goes on. */
+static int notice_poll(struct dpg_cpu *p, struct dpg_fail *f)
+{
+	while (p->prev.kind == DPG_LINK_TCP && notice_read(&p->prev, p->prev.cfd, f) > 0) {
+		if (f->why != DPG_FAIL_WAITING)
+			return 1;
+		if (f->reporter == p->prev.peer)
+			p->prev_waiting = true;
+	}
+	while (p->next.kind == DPG_LINK_TCP && notice_read(&p->next, p->next.fd, f) > 0)
+		if (f->why != DPG_FAIL_WAITING)
+			return 1;
+	if (p->shm != NULL && dpg_shm_fail_get(p->shm, f))
+		return 1;
+	return 0;
+}
+
+/* Sleep up to 20 ms or until a notice channel stirs (not those to `skip`,
+ * a neighbour known to be gone; -1: none). */
+static void notice_nap(struct dpg_cpu *p, int skip)
+{
+	struct pollfd pf[2];
+	int np = 0;
+
+	if (p->prev.kind == DPG_LINK_TCP && p->prev.peer != skip && !p->prev.nclosed) {
+		pf[np].fd = p->prev.cfd;
+		pf[np++].events = POLLIN;
+	}
+	if (p->next.kind == DPG_LINK_TCP && p->next.peer != skip && !p->next.nclosed) {
+		pf[np].fd = p->next.fd;
+		pf[np++].events = POLLIN;
+	}
+	if (np > 0)
+		(void)poll(pf, (nfds_t)np, 20);
+	else
+		usleep(20000);
+}
+
+/* Neighbour `peer` closed a connection: wait a little for a notice that
+ * explains it (a live rank sends one before it closes), else blame peer. */
+static int fail_closed(struct dpg_cpu *p, int peer, int64_t deadline, struct dpg_err *err)
+{
+	int64_t end = dpg_now_ms() + CPU_GRACE_MS;
+	struct dpg_fail f;
+
+	if (end > deadline)
+		end = deadline;
+	for (;;) {
+		if (notice_poll(p, &f) > 0)
+			return fail_set(p, &f, err);
+		if (dpg_now_ms() >= end)
+			break;
+		notice_nap(p, peer);
+	}
+	f.why = DPG_FAIL_CLOSED;
+	f.culprit = peer;
+	f.reporter = p->rank;
+	return fail_set(p, &f, err);
+}
+
+/* ------------------------------------------------------------ ring jobs */
+
+static void ar_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *len)
+{
+	size_t ub = (size_t)b;
+
+	*off = (ub * j->base + (ub < j->rem ? ub : j->rem)) * j->es;
+	*len = (j->base + (ub < j->rem ? 1 : 0)) * j->es;
+}
+
+/* Where out step t reads from, and its length in bytes. */
+static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
+		     const char **src, size_t *len)
+{
+	int n = p->n, pos = p->pos;
+	size_t off;
+
+	switch (j->kind) {
+	case DPG_JOB_ALLREDUCE:
+		if (t < n - 1) {
+			ar_block(j, dpg_ring_mod(pos - t - 1, n), &off, len);
+			*src = (t == 0 ? j->send : j->recv) + off;
+		} else {
+			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)), n), &off, len);
+			*src = j->recv + off;
+		}
+		return;
+	case DPG_JOB_RS: {
+		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
+
+		*len = j->count * j->es;
+		*src = t == 0 ? j->send + (size_t)b * *len
+			: p->scratch + (size_t)((t - 1) % 2) * *len;
+		return;
+	}
+	case DPG_JOB_AG: {
+		int b = p->ring[dpg_ring_mod(pos - t, n)];
+
+		*len = j->count * j->es;
+		*src = j->recv + (size_t)b * *len;
+		return;
+	}
+	default:
+		*len = j->count * j->es;
+		*src = j->recv;
+		return;
+	}
+}
+
+/* Where in step t goes: dst, and for reduce steps own (our input to combine
+ * with) and whether it is the last combine (avg divides there). */
+static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t, char **dst,
+		    const char **own, size_t *len, bool *final)
+{
+	int n = p->n, pos = p->pos;
+	size_t off;
+
+	*own = NULL;
+	*final = false;
+	switch (j->kind) {
+	case DPG_JOB_ALLREDUCE:
+		if (t < n - 1) {
+			ar_block(j, dpg_ring_mod(pos - t - 2, n), &off, len);
+			*dst = j->recv + off;
+			*own = j->send + off;
+			*final = t == n - 2;
+		} else {
+			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)) - 1, n), &off, len);
+			*dst = j->recv + off;
+		}
+		return;
+	case DPG_JOB_RS: {
+		int b = p->ring[dpg_ring_mod(pos - t - 2, n)];
+
+		*len = j->count * j->es;
+		*own = j->send + (size_t)b * *len;
+		*final = t == n - 2;
+		*dst = *final ? j->rs_final : p->scratch + (size_t)(t % 2) * *len;
+		return;
+	}
+	case DPG_JOB_AG: {
+		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
+
+		*len = j->count * j->es;
+		*dst = j->recv + (size_t)b * *len;
+		return;
+	}
+	default:
+		*len = j->count * j->es;
+		*dst = j->recv;
+		return;
+	}
+}
+
+/* ------------------------------------------------------------ the engine */
+
+struct eng {
+	int ot, it;		/* current out / in step */
+	size_t ooff, ioff;	/* bytes done in them */
+	size_t staged;		/* TCP: received, not yet combined */
+	/* cached current steps */
+	const char *osrc;
+	size_t olen;
+	char *idst;
+	const char *iown;
+	size_t ilen;
+	bool ifinal;
+};
+
+static void eng_load_out(const struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
+{
+	if (e->ot < j->T_out)
+		out_step(p, j, e->ot, &e->osrc, &e->olen);
+}
+
+static void eng_load_in(const struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
+{
+	if (e->it < j->T_in)
+		in_step(p, j, e->it, &e->idst, &e->iown, &e->ilen, &e->ifinal);
+}
+
+/* Bytes of the current out step that may be sent. */
+static size_t out_limit(const struct dpg_ring_job *j, const struct eng *e)
+{
+	int need;
+
+	if (e->ot == 0 && j->out0_free)
+		return e->olen;
+	need = e->ot - j->dep;
+	if (e->it > need)
+		return e->olen;
+	if (e->it == need)
+		return e->ioff;
+	return 0;
+}
+
+static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j, char *dst,
+		    const char *own, const void *in, size_t bytes, bool final)
+{
+	dpg_reduce2(dst, own, in, bytes / j->es, j->dt, j->op, final ? p->n : 0);
+}
+
+/* One attempt to move out-stream bytes: >0 progress, 0 none, <0 error. */
+static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+		    int64_t deadline, struct dpg_err *err)
+{
+	size_t lim = out_limit(j, e), len;
+
+	if (lim <= e->ooff)
+		return 0;
+	len = lim - e->ooff;
+	if (len > p->chunk)
+		len = p->chunk;
+	if (p->next.kind == DPG_LINK_SHM) {
+		size_t w = dpg_shm_pipe_write(p->shm, e->osrc + e->ooff, len, j->es);
+
+		e->ooff += w;
+		return w > 0;
+	} else {
+		ssize_t w = send(p->next.fd, e->osrc + e->ooff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w > 0) {
+			e->ooff += (size_t)w;
+			return 1;
+		}
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return 0;
+		if (w < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
+			return fail_closed(p, p->next.peer, deadline, err);
+		dpg_errf(err, "send to peer rank %d (%s): %s", p->next.peer,
+			 dpg_cpu_host(p, p->next.peer), strerror(errno));
+		return fail_self(p, DPG_FAIL_CLOSED, p->next.peer, -DPG_ERR_SYSTEM, err);
+	}
+}
+
+/* One attempt to take in-stream bytes: >0 progress, 0 none, <0 error. */
+static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+		    int64_t deadline, struct dpg_err *err)
+{
+	size_t left = e->ilen - e->ioff;
+
+	if (p->prev.kind == DPG_LINK_SHM) {
+		size_t avail;
+		const void *src = dpg_shm_pipe_peek(p->shm, &avail);
+
+		if (avail > left)
+			avail = left;
+		if (e->iown != NULL)
+			avail -= avail % j->es;
+		if (avail == 0)
+			return 0;
+		if (e->iown != NULL)
+			combine(p, j, e->idst + e->ioff, e->iown + e->ioff, src, avail, e->ifinal);
+		else
+			memcpy(e->idst + e->ioff, src, avail);
+		dpg_shm_pipe_consume(p->shm, avail);
+		e->ioff += avail;
+		return 1;
+	} else {
+		ssize_t r;
+		size_t want;
+
+		if (left == e->staged)
+			return 0;	/* cannot happen: whole elements are combined at once */
+		if (e->iown != NULL) {
+			want = left - e->staged;
+			if (want > DPG_RING_STAGE_BYTES - e->staged)
+				want = DPG_RING_STAGE_BYTES - e->staged;
+			r = recv(p->prev.fd, p->stage + e->staged, want, MSG_DONTWAIT);
+		} else {
+			want = left < p->chunk ? left : p->chunk;
+			r = recv(p->prev.fd, e->idst + e->ioff, want, MSG_DONTWAIT);
+		}
+		if (r > 0) {
+			if (e->iown != NULL) {
+				size_t whole;
+
+				e->staged += (size_t)r;
+				whole = e->staged - e->staged % j->es;
+				if (whole > 0) {
+					combine(p, j, e->idst + e->ioff, e->iown + e->ioff,
+						p->stage, whole, e->ifinal);
+					e->ioff += whole;
+					e->staged -= whole;
+					if (e->staged > 0)
+						memmove(p->stage, p->stage + whole, e->staged);
+				}
+			} else {
+				e->ioff += (size_t)r;
+			}
+			return 1;
+		}
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return 0;
+		if (r == 0 || errno == ECONNRESET)
+			return fail_closed(p, p->prev.peer, deadline, err);
+		dpg_errf(err, "receive from peer rank %d (%s): %s", p->prev.peer,
+			 dpg_cpu_host(p, p->prev.peer), strerror(errno));
+		return fail_self(p, DPG_FAIL_CLOSED, p->prev.peer, -DPG_ERR_SYSTEM, err);
+	}
+}
+
+static int timeout_fail(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
+{
+	dpg_errf(err, "timed out after %.3g s waiting for peer rank %d (%s)", p->timeout_s,
+		 waiting_for, dpg_cpu_host(p, waiting_for));
+	return fail_self(p, DPG_FAIL_TIMEOUT, waiting_for, -DPG_ERR_TIMEOUT, err);
+}
+
+/* Our deadline passed while we wait for input from prev over TCP.  On a
+ * ring every rank behind a stalled one waits for its own predecessor, so
+ * "prev" is the culprit only if prev is not waiting itself: tell next that
+ * we are waiting (a WAITING notice), then wait CPU_GRACE_MS for a verdict or
+ * for prev's own WAITING notice; if prev waits too, wait longer for the
+ * verdict that then comes down the ring from the rank right behind the
+ * culprit.  Without one, blame prev as before. */
+static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
+{
+	struct dpg_fail w = { .why = DPG_FAIL_WAITING, .culprit = p->prev.peer,
+			      .reporter = p->rank };
+	int64_t t0 = dpg_now_ms();
+	struct dpg_fail f;
+
+	if (p->n < 3 || p->prev.kind != DPG_LINK_TCP || waiting_for != p->prev.peer)
+		return timeout_fail(p, waiting_for, err);
+	if (p->next.kind == DPG_LINK_TCP)
+		send_notice(p->next.cfd, &w);
+	for (;;) {
+		if (notice_poll(p, &f) > 0)
+			return fail_set(p, &f, err);
+		if (dpg_cpu_aborted(p))
+			return dpg_ring_fail_abort(p, err);
+		if (dpg_now_ms() - t0 >= (p->prev_waiting ? (int64_t)p->n * CPU_GRACE_MS :
+					  CPU_GRACE_MS))
+			break;
+		notice_nap(p, -1);
+	}
+	return timeout_fail(p, waiting_for, err);
+}
+
+int dpg_ring_fail_abort(struct dpg_cpu *p, struct dpg_err *err)
+{
+	dpg_errf(err, "aborted");
+	return fail_self(p, DPG_FAIL_ABORTED, p->rank, -DPG_ERR_ABORTED, err);
+}
+
+/* Check notices, abort, deadline, the local peers we need; 0 = go on. */
+static int eng_health(struct dpg_cpu *p, int64_t deadline, bool want_in, bool want_out,
+		      int waiting_for, struct dpg_err *err)
+{
+	struct dpg_fail f;
+	int rc;
+
+	if (dpg_cpu_aborted(p))
+		return dpg_ring_fail_abort(p, err);
+	if (notice_poll(p, &f) > 0)
+		return fail_set(p, &f, err);
+	if (p->shm != NULL) {
+		rc = dpg_shm_check(p->shm, want_in && p->prev.kind == DPG_LINK_SHM,
+				   want_out && p->next.kind == DPG_LINK_SHM, err);
+		if (rc != 0)
+			return dpg_ring_fail_shm(p, rc, err);
+	}
+	if (dpg_now_ms() >= deadline)
+		return want_in ? timeout_verdict(p, waiting_for, err) :
+				 timeout_fail(p, waiting_for, err);
+	return 0;
+}
+
+/* Nothing moved: sleep until a link can move, a notice, abort, deadline. */
+static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+		    int64_t deadline, int64_t *backoff_us, struct dpg_err *err)
+{
+	bool want_in = e->it < j->T_in;
+	bool want_out = e->ot < j->T_out && out_limit(j, e) > e->ooff;
+	bool tcp_in = want_in && p->prev.kind == DPG_LINK_TCP;
+	bool tcp_out = want_out && p->next.kind == DPG_LINK_TCP;
+	bool shm_in = want_in && p->prev.kind == DPG_LINK_SHM;
+	bool shm_out = want_out && p->next.kind == DPG_LINK_SHM;
+	int waiting_for = want_in ? p->prev.peer : p->next.peer;
+	struct pollfd pf[5];
+	int np = 0, rc, timeout_ms;
+
+	rc = eng_health(p, deadline, want_in, want_out, waiting_for, err);
+	if (rc != 0)
+		return rc;
+	if (!tcp_in && !tcp_out) {
+		/* only shared memory to wait for (or nothing: a zero-length tail) */
+		struct dpg_shm_wait w = { .deadline_ms = deadline, .abort = p->uabort,
+					  .abort2 = (const volatile int *)&p->aborted,
+					  .timeout_s = p->timeout_s };
+		bool tcp_any = p->prev.kind == DPG_LINK_TCP || p->next.kind == DPG_LINK_TCP;
+
+		if (p->shm == NULL) {	/* not reached: nothing to wait for */
+			usleep(1000);
+			return 0;
+		}
+		rc = dpg_shm_pipe_wait(p->shm, shm_in, shm_out, &w, tcp_any ? 2000 : 0, err);
+		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
+	}
+	if (!shm_in && !shm_out && *backoff_us == 0) {
+		/* retry a little before blocking: a blocking wakeup costs tens of
+		 * microseconds (yielding between retries when oversubscribed) */
+		*backoff_us = 1;
+		return 0;
+	}
+	if (tcp_in) {
+		pf[np].fd = p->prev.fd;
+		pf[np++].events = POLLIN;
+	}
+	if (p->next.kind == DPG_LINK_TCP && (tcp_out || !p->next.nclosed)) {
+		pf[np].fd = p->next.fd;
+		pf[np++].events = (short)((p->next.nclosed ? 0 : POLLIN) | (tcp_out ? POLLOUT : 0));
+	}
+	if (p->prev.kind == DPG_LINK_TCP && !p->prev.nclosed) {
+		pf[np].fd = p->prev.cfd;
+		pf[np++].events = POLLIN;
+	}
+	pf[np].fd = p->efd;
+	pf[np++].events = POLLIN;
+	if (shm_in || shm_out) {
+		/* mixed: both a socket and a pipe; poll briefly, back off */
+		struct timespec ts;
+		int64_t us = *backoff_us < 20 ? 20 : *backoff_us;
+
+		ts.tv_sec = 0;
+		ts.tv_nsec = us * 1000;
+		ppoll(pf, (nfds_t)np, &ts, NULL);
+		*backoff_us = us * 2 > 2000 ? 2000 : us * 2;
+		return 0;
+	}
+	timeout_ms = (int)(deadline - dpg_now_ms());
+	if (timeout_ms > CPU_POLL_SLICE_MS)
+		timeout_ms = CPU_POLL_SLICE_MS;
+	if (timeout_ms < 0)
+		timeout_ms = 0;
+	poll(pf, (nfds_t)np, timeout_ms);
+	return 0;
+}
+
+int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
+{
+	struct eng e;
+	int64_t deadline = dpg_now_ms() + (int64_t)(p->timeout_s * 1000.0);
+	int64_t backoff = 0, spin_t0 = 0;
+	unsigned iter = 0;
+	int rc;
+
+	memset(&e, 0, sizeof(e));
+	p->prev_waiting = false;
+	if (p->shm != NULL)
+		dpg_shm_pipe_begin(p->shm);
+	eng_load_out(p, j, &e);
+	eng_load_in(p, j, &e);
+	for (;;) {
+		bool progress = false;
+
+		/* retire finished steps (zero-length ones included) */
+		while (e.ot < j->T_out && e.ooff == e.olen) {
+			e.ot++;
+			e.ooff = 0;
+			eng_load_out(p, j, &e);
+		}
+		while (e.it < j->T_in && e.ioff == e.ilen) {
+			e.it++;
+			e.ioff = 0;
+			eng_load_in(p, j, &e);
+		}
+		if (e.ot >= j->T_out && e.it >= j->T_in)
+			return 0;
+		if (e.ot < j->T_out) {
+			rc = eng_send(p, j, &e, deadline, err);
+			if (rc < 0)
+				return rc;
+			progress |= rc > 0;
+		}
+		if (e.it < j->T_in) {
+			rc = eng_recv(p, j, &e, deadline, err);
+			if (rc < 0)
+				return rc;
+			progress |= rc > 0;
+		}
+		if (progress) {
+			backoff = 0;
+			if ((++iter & 255) == 0 && dpg_cpu_aborted(p))
+				return dpg_ring_fail_abort(p, err);
+			continue;
+		}
+		if (backoff == 1) {
+			/* retrying the sockets before a blocking poll */
+			if (spin_t0 == 0)
+				spin_t0 = dpg_now_ns();
+			if (dpg_now_ns() - spin_t0 <
+			    (p->tcp_spin ? CPU_TCP_SPIN_NS : CPU_TCP_YIELD_NS)) {
+				if (!p->tcp_spin)
+					sched_yield();
+				continue;
+			}
+			spin_t0 = 0;
+			backoff = 2;
+		}
+		rc = eng_wait(p, j, &e, deadline, &backoff, err);
+		if (rc < 0)
+			return rc;
+	}
+}
+
