@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "backend.h"
 #include "cpu_backend.h"
 #include "net.h"
 #include "reduce.h"
@@ -191,7 +191,7 @@ static int rank_main(int rank, const struct opts *o)
 	struct dpg_err err = { "" };
 	struct dpg_store *st = NULL;
 	struct dpg_comm c;
-	struct dpg_cpu_opts co;
+	struct dpg_backend_args co;
 	int world[64], r, op;
 	char node[32];
 	float *sbuf = NULL, *rbuf = NULL;

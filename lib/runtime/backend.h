@@ -1,11 +1,13 @@
-/* backend.h - what a communicator backend is: its operations table, and the
- * one set of arguments every backend's init receives from comm.c. */
+/* backend.h - what a communicator backend sees: the communicator's shape, its
+ * operations table, and the one set of arguments every backend's init gets. */
 #ifndef DPG_LIB_BACKEND_H
 #define DPG_LIB_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dpg.h"
+#include "dtype.h"	/* dpg_dtype_size */
 #include "err.h"
 
 struct dpg_comm;
@@ -30,6 +32,19 @@ struct dpg_comm_ops {
 	/* Make every blocked or later call fail with DPG_ERR_ABORTED. */
 	void (*abort)(struct dpg_comm *c);
 	void (*destroy)(struct dpg_comm *c);
+};
+
+/* A communicator as every backend and the runtime see it. */
+#define DPG_HOST_MAX 64
+
+struct dpg_comm {
+	const struct dpg_comm_ops *ops;
+	void *impl;			/* backend state */
+	struct dpg_ctx *ctx;		/* owner, for errors (never a backend's) */
+	int rank, size;
+	int *world_ranks;		/* comm rank -> world rank (size entries) */
+	uint64_t seq;			/* collectives issued so far */
+	char name[64];			/* unique in the job, e.g. "w" / "w.s3.c1" */
 };
 
 /* Everything a backend's init may need, so that no backend calls back into

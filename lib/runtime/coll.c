@@ -1,9 +1,8 @@
 /* coll.c - the collectives of the public API: one call descriptor, one
  * argument check, one dispatch to the backend, each failure recorded once;
  * and dpg_all_gather_bytes on top of them (or of the store, on NCCL). */
-#include "coll.h"
 
-#include "commreg.h"
+#include "comm.h"
 #include "ctx.h"
 #include "store.h"	/* DPG_STORE_VALUE_MAX, DPG_STORE_KEY_MAX */
 #include "xchg.h"
@@ -34,34 +33,6 @@ struct coll_call {
 	int root;
 	void *stream;
 };
-
-/* ------------------------------------------------------------ the edge */
-
-bool dpg_coll_comm_ok(const dpg_comm_t *c)
-{
-	return c != NULL && c->ctx != NULL && c->ops != NULL;
-}
-
-int dpg_coll_enter(dpg_comm_t *c, struct dpg_err *e)
-{
-	c->ctx->err[0] = '\0';
-	if (dpg_ctx_aborted(c->ctx))
-		return dpg_errs(e, DPG_ERR_ABORTED, "aborted (dpg_abort was called)");
-	return 0;
-}
-
-dpg_status_t dpg_comm_fail(dpg_comm_t *c, int rc, const char *op, int64_t seq,
-			   const struct dpg_err *e)
-{
-	char what[160];
-
-	if (seq >= 0)
-		snprintf(what, sizeof(what), "%s #%" PRId64 " on %s", op, seq,
-			 c->name);
-	else
-		snprintf(what, sizeof(what), "%s on %s", op, c->name);
-	return dpg_ctx_fail(c->ctx, rc, what, e);
-}
 
 /* ------------------------------------------------------------ check, run */
 
@@ -152,9 +123,9 @@ static dpg_status_t coll_enqueue(dpg_comm_t *c, const struct coll_call *a)
 	struct dpg_err e = { { 0 } };
 	int rc;
 
-	if (!dpg_coll_comm_ok(c))
+	if (!dpg_comm_ok(c))
 		return DPG_ERR_INVALID;
-	if ((rc = dpg_coll_enter(c, &e)) != 0)
+	if ((rc = dpg_comm_enter(c, &e)) != 0)
 		return dpg_comm_fail(c, rc, a->name, (int64_t)c->seq, &e);
 	if ((rc = coll_check(c, a, &e)) != 0)
 		return dpg_comm_fail(c, rc, a->name, -1, &e);
@@ -381,9 +352,9 @@ dpg_status_t dpg_all_gather_bytes(dpg_comm_t *comm, const void *buf, size_t len,
 		*offsets = NULL;
 	if (lens != NULL)
 		*lens = NULL;
-	if (!dpg_coll_comm_ok(comm))
+	if (!dpg_comm_ok(comm))
 		return DPG_ERR_INVALID;
-	if ((rc = dpg_coll_enter(comm, &e)) != 0)
+	if ((rc = dpg_comm_enter(comm, &e)) != 0)
 		return dpg_comm_fail(comm, rc, "all_gather_bytes", (int64_t)comm->seq, &e);
 	if ((rc = agb_check(buf, len, out, offsets, lens, &e)) != 0)
 		return dpg_comm_fail(comm, rc, "all_gather_bytes", -1, &e);

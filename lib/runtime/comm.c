@@ -1,8 +1,7 @@
 /* comm.c - a context's communicators: the size-1 "self" backend, starting
  * the CPU or NCCL backend, split, destroy, abort, and the mesh registry. */
-#include "commreg.h"
+#include "comm.h"
 
-#include "coll.h"
 #include "cpu_backend.h"
 #include "le.h"
 #include "store.h"
@@ -167,24 +166,6 @@ static struct dpg_backend_args backend_args(struct dpg_ctx *ctx)
 	};
 }
 
-/* TRANSITIONAL: the CPU backend still takes its own options. */
-static int cpu_start(struct dpg_comm *c, const struct dpg_backend_args *a,
-		     struct dpg_err *e)
-{
-	struct dpg_cpu_opts o = {
-		.store = a->store,
-		.host = a->host,
-		.node = a->node,
-		.timeout_s = a->timeout_s,
-		.abort = a->abort,
-		.flags = a->flags,
-		.shm_slot_bytes = a->shm_slot_bytes,
-		.tcp_chunk_bytes = a->tcp_chunk_bytes,
-	};
-
-	return dpg_cpu_comm_init(c, &o, e);
-}
-
 /* Start the backend of a filled-in comm (collective over its members). */
 static int comm_start(struct dpg_ctx *ctx, struct rt_comm *rc,
 		      struct dpg_err *e)
@@ -203,7 +184,7 @@ static int comm_start(struct dpg_ctx *ctx, struct rt_comm *rc,
 		rc->c.ops = &self_ops;
 		return 0;
 	}
-	return cpu_start(&rc->c, &a, e);
+	return dpg_cpu_comm_init(&rc->c, &a, e);
 }
 
 int dpg_comm_make_world(struct dpg_ctx *ctx, struct dpg_err *e)
@@ -363,9 +344,9 @@ dpg_status_t dpg_comm_split_owned(dpg_comm_t *comm, int color, int key,
 
 	if (out != NULL)
 		*out = NULL;
-	if (!dpg_coll_comm_ok(comm))
+	if (!dpg_comm_ok(comm))
 		return DPG_ERR_INVALID;
-	if ((rc = dpg_coll_enter(comm, &e)) != 0)
+	if ((rc = dpg_comm_enter(comm, &e)) != 0)
 		return dpg_comm_fail(comm, rc, "comm_split", (int64_t)comm->seq, &e);
 	if (out == NULL)
 		return dpg_comm_fail(comm, dpg_errf(&e, "invalid argument: NULL "
@@ -480,4 +461,32 @@ int dpg_comm_track_mesh(struct dpg_ctx *ctx, dpg_mesh_t *mesh, int add)
 	}
 	ctx->meshes[ctx->nmesh++] = mesh;
 	return 0;
+}
+
+/* ------------------------------------------------------------ the edge */
+
+bool dpg_comm_ok(const dpg_comm_t *c)
+{
+	return c != NULL && c->ctx != NULL && c->ops != NULL;
+}
+
+int dpg_comm_enter(dpg_comm_t *c, struct dpg_err *e)
+{
+	c->ctx->err[0] = '\0';
+	if (dpg_ctx_aborted(c->ctx))
+		return dpg_errs(e, DPG_ERR_ABORTED, "aborted (dpg_abort was called)");
+	return 0;
+}
+
+dpg_status_t dpg_comm_fail(dpg_comm_t *c, int rc, const char *op, int64_t seq,
+			   const struct dpg_err *e)
+{
+	char what[160];
+
+	if (seq >= 0)
+		snprintf(what, sizeof(what), "%s #%" PRId64 " on %s", op, seq,
+			 c->name);
+	else
+		snprintf(what, sizeof(what), "%s on %s", op, c->name);
+	return dpg_ctx_fail(c->ctx, rc, what, e);
 }

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm.h"
+#include "backend.h"
 #include "join.h"
 #include "runtime.h"
 

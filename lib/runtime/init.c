@@ -1,7 +1,7 @@
 /* init.c - joining and leaving the job: dpg_init (join.c, the rendezvous
  * store, the greeting of every rank, the backend choice, the world),
  * dpg_finalize and dpg_abort. */
-#include "commreg.h"
+#include "comm.h"
 #include "ctx.h"
 #include "net.h"	/* dpg_now_ms */
 #include "netif.h"	/* dpg_route_addr */

@@ -12,8 +12,8 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/join.c lib/runtime/join.h \
 	lib/runtime/xchg.c lib/runtime/xchg.h \
 	lib/runtime/ctx.c lib/runtime/ctx.h lib/runtime/runtime.h \
-	lib/runtime/coll.c lib/runtime/coll.h \
-	lib/runtime/comm.c lib/runtime/commreg.h lib/runtime/mesh.c \
+	lib/runtime/coll.c \
+	lib/runtime/comm.c lib/runtime/mesh.c \
 	lib/runtime/init.c \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h \

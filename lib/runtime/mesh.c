@@ -1,7 +1,7 @@
 /* mesh.c - a device mesh of 1..3 dimensions over the world, one
  * communicator per dimension, built with dpg_comm_split.  Dimensions are
  * given outermost first; the innermost one runs over consecutive ranks. */
-#include "commreg.h"
+#include "comm.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -11,12 +11,7 @@
 
 /* Return codes besides 0 (err.h's convention): -DPG_ERR_SYSTEM,
  * -DPG_ERR_TIMEOUT (the deadline passed), -DPG_ERR_PEER (the peer closed or
- * reset the connection), -DPG_ERR_ABORTED (the abort flag was raised).
- * TRANSITIONAL aliases, to be removed once every caller uses -DPG_ERR_*: */
-#define DPG_NET_ERR (-(int)DPG_ERR_SYSTEM)
-#define DPG_NET_TIMEOUT (-(int)DPG_ERR_TIMEOUT)
-#define DPG_NET_CLOSED (-(int)DPG_ERR_PEER)
-#define DPG_NET_ABORTED (-(int)DPG_ERR_ABORTED)
+ * reset the connection), -DPG_ERR_ABORTED (the abort flag was raised). */
 
 /* Monotonic milliseconds; deadlines are absolute values of this clock. */
 int64_t dpg_now_ms(void);

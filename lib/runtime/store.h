@@ -20,7 +20,6 @@
  * a bad argument or a request the store refused (ADD on text, store full).
  * The implementation: store_wire.c (what both ends share), store_server.c,
  * store_ops.c and store_table.c (the server), store_client.c (the client). */
-#define DPG_STORE_AUTH (-(int)DPG_ERR_AUTH)	/* TRANSITIONAL alias: the server refused our secret (or we its) */
 
 struct dpg_store_server;
 struct dpg_store;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "comm.h"
+#include "backend.h"
 #include "detsum.h"
 #include "dpg_zero.h"
 #include "optim.h"

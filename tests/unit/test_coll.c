@@ -1,6 +1,6 @@
 /* test_coll.c - unit tests for the CPU collectives: lib/reduce.{h,c} (the
  * f16/bf16 conversions and the combine kernels), lib/shm.c and
- * lib/cpu_backend.c.  The collective tests fork N rank processes that meet
+ * lib/runtime/cpu/ (cpu_backend, ring, shm).  The collective tests fork N rank processes that meet
  * through a real rendezvous store (lib/store.c, served by this process) and
  * check every collective x dtype x op against a sequential reference, over
  * shared memory, TCP and mixtures of both; others kill a rank mid-call or
@@ -36,7 +36,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-#include "comm.h"
+#include "backend.h"
 #include "cpu_backend.h"
 #include "net.h"
 #include "reduce.h"
@@ -161,7 +161,7 @@ static int rank_start(struct rank_env *re, int rank, int n, const char *name, in
 {
 	struct dpg_err err = { "" };
 	char node[32];
-	struct dpg_cpu_opts o;
+	struct dpg_backend_args o;
 	int r, rc;
 
 	g_rank = rank;

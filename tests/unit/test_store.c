@@ -598,7 +598,7 @@ static void test_wait_multi(void **state)
 	/* a timed-out WAIT names its keys */
 	keys[0] = "never1";
 	keys[1] = "never2";
-	assert_int_equal(dpg_store_wait(c, keys, 2, in_ms(200), &err), DPG_NET_TIMEOUT);
+	assert_int_equal(dpg_store_wait(c, keys, 2, in_ms(200), &err), -DPG_ERR_TIMEOUT);
 	assert_non_null(strstr(err.msg, "waiting for keys 'never1', 'never2'"));
 	dpg_store_close(c);
 }
@@ -737,7 +737,7 @@ static void test_barrier(void **state)
 	free(cur);
 	/* a barrier nobody else joins times out and says how far it got */
 	assert_int_equal(dpg_store_barrier(c, "lonely", 3, in_ms(200), &err),
-			 DPG_NET_TIMEOUT);
+			 -DPG_ERR_TIMEOUT);
 	assert_non_null(strstr(err.msg, "barrier 'lonely'"));
 	assert_non_null(strstr(err.msg, "1 of 3 arrived"));
 	dpg_store_close(c);
@@ -755,7 +755,7 @@ static void test_get_timeout(void **state)
 	size_t n;
 
 	t0 = dpg_now_ms();
-	assert_int_equal(dpg_store_get(c, "nope", &v, &n, t0 + 300, &err), DPG_NET_TIMEOUT);
+	assert_int_equal(dpg_store_get(c, "nope", &v, &n, t0 + 300, &err), -DPG_ERR_TIMEOUT);
 	dt = dpg_now_ms() - t0;
 	assert_true(dt >= 290 && dt < 1000);
 	assert_non_null(strstr(err.msg, "store: timed out after 0.3 s waiting for key 'nope'"));
@@ -770,7 +770,7 @@ static void test_get_timeout(void **state)
 	free(v);
 	/* an already-passed deadline fails at once */
 	assert_int_equal(dpg_store_get(c, "nope2", &v, &n, dpg_now_ms() - 1, &err),
-			 DPG_NET_TIMEOUT);
+			 -DPG_ERR_TIMEOUT);
 	dpg_store_close(c);
 	dpg_store_close(d);
 }
@@ -801,7 +801,7 @@ static void test_abort_flag(void **state)
 	assert_int_equal(pthread_create(&th, NULL, raise_abort, NULL), 0);
 	t0 = dpg_now_ms();
 	assert_int_equal(dpg_store_get(c, "never", &v, &n, in_ms(10000), &err),
-			 DPG_NET_ABORTED);
+			 -DPG_ERR_ABORTED);
 	assert_true(dpg_now_ms() - t0 < 1500);
 	assert_non_null(strstr(err.msg, "aborted waiting for key 'never'"));
 	pthread_join(th, NULL);
@@ -840,7 +840,7 @@ static void test_connect_retries(void **state)
 	close(fd);
 	t0 = dpg_now_ms();
 	assert_int_equal(dpg_store_connect("127.0.0.1", ls.port, SECRET, sizeof(SECRET),
-					   t0 + 300, NULL, &c, &err), DPG_NET_TIMEOUT);
+					   t0 + 300, NULL, &c, &err), -DPG_ERR_TIMEOUT);
 	assert_true(dpg_now_ms() - t0 < 1000);
 	assert_non_null(strstr(err.msg, "store: cannot connect to 127.0.0.1:"));
 	/* the server comes up while we retry */
@@ -897,7 +897,7 @@ static void test_server_stop_wakes_clients(void **state)
 	dpg_store_server_stop(srv);
 	for (i = 0; i < 4; i++) {
 		pthread_join(th[i], NULL);
-		assert_int_equal(g[i].rc, DPG_NET_CLOSED);
+		assert_int_equal(g[i].rc, -DPG_ERR_PEER);
 		assert_true(g[i].ms < 2000);
 		assert_non_null(strstr(g[i].msg, "closed the connection waiting for key "
 				       "'forever'"));
@@ -917,7 +917,7 @@ static void test_wrong_secret(void **state)
 
 	cap_begin();
 	assert_int_equal(dpg_store_connect("127.0.0.1", f->port, OTHER, sizeof(OTHER),
-					   in_ms(2000), NULL, &c, &err), DPG_STORE_AUTH);
+					   in_ms(2000), NULL, &c, &err), -DPG_ERR_AUTH);
 	assert_null(c);
 	/* a raw peer with the wrong secret is closed as well */
 	fd = raw_connect(f->port);
@@ -1212,7 +1212,7 @@ static void test_client_refuses_fake_server(void **state)
 		assert_int_equal(pthread_create(&th, NULL, fake_main, &fk), 0);
 		assert_int_equal(dpg_store_connect("127.0.0.1", port, SECRET, sizeof(SECRET),
 						   in_ms(2000), NULL, &c, &err),
-				 DPG_STORE_AUTH);
+				 -DPG_ERR_AUTH);
 		assert_null(c);
 		assert_non_null(strstr(err.msg, fk.mode == 0 ?
 				       "failed to prove it knows our job secret" :

@@ -409,7 +409,7 @@ static int nomem(struct dpg_err *err)
 	return dpg_errs(err, DPG_ERR_NOMEM, "cpu backend: out of memory");
 }
 
-static int check_opts(const struct dpg_comm *c, const struct dpg_cpu_opts *o,
+static int check_opts(const struct dpg_comm *c, const struct dpg_backend_args *o,
 		      struct dpg_err *err)
 {
 	int n = c->size;
@@ -426,7 +426,7 @@ static int check_opts(const struct dpg_comm *c, const struct dpg_cpu_opts *o,
 }
 
 /* The communicator with its options, arrays and abort eventfd, unconnected. */
-static int cpu_new(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct dpg_cpu **out,
+static int cpu_new(struct dpg_comm *c, const struct dpg_backend_args *o, struct dpg_cpu **out,
 		   struct dpg_err *err)
 {
 	struct dpg_cpu *p = calloc(1, sizeof(*p));
@@ -463,7 +463,7 @@ static int cpu_new(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct dpg_
 }
 
 /* A communicator of one rank: nothing to connect. */
-static int solo(struct dpg_cpu *p, const struct dpg_cpu_opts *o, struct dpg_err *err)
+static int solo(struct dpg_cpu *p, const struct dpg_backend_args *o, struct dpg_err *err)
 {
 	p->hosts[0] = strdup(o->host);
 	return p->hosts[0] != NULL ? 0 : nomem(err);
@@ -471,7 +471,7 @@ static int solo(struct dpg_cpu *p, const struct dpg_cpu_opts *o, struct dpg_err 
 
 /* What the rendezvous works with; freed (rdv_fini) when init ends. */
 struct rdv {
-	const struct dpg_cpu_opts *o;
+	const struct dpg_backend_args *o;
 	const char *name;		/* the communicator's store prefix */
 	int64_t deadline;
 	int lfd;			/* our listen socket, -1 once closed */
@@ -485,7 +485,7 @@ struct rdv {
 	bool oversub;			/* this machine's ranks outnumber its CPUs */
 };
 
-static int rdv_init(struct rdv *x, const struct dpg_cpu *p, const struct dpg_cpu_opts *o,
+static int rdv_init(struct rdv *x, const struct dpg_cpu *p, const struct dpg_backend_args *o,
 		    struct dpg_err *err)
 {
 	size_t n = (size_t)p->n;
@@ -837,7 +837,7 @@ static int all_ready(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err)
 }
 
 /* Two or more ranks: meet through the store and connect. */
-static int rendezvous(struct dpg_cpu *p, const struct dpg_cpu_opts *o, struct dpg_err *err)
+static int rendezvous(struct dpg_cpu *p, const struct dpg_backend_args *o, struct dpg_err *err)
 {
 	struct rdv x;
 	int rc;
@@ -861,7 +861,7 @@ static int rendezvous(struct dpg_cpu *p, const struct dpg_cpu_opts *o, struct dp
 	return rc;
 }
 
-int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_cpu_opts *o, struct dpg_err *err)
+int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_backend_args *o, struct dpg_err *err)
 {
 	struct dpg_cpu *p;
 	int rc;

@@ -10,7 +10,7 @@
  *    streamed: both directions at once from one non-blocking event loop,
  *    a received piece is combined and forwarded while the rest is still on
  *    the wire; broadcast is a pipelined chain from the root.
- * Failures: every wait ends by the call's deadline (opts timeout_s), on the
+ * Failures: every wait ends by the call's deadline (args timeout_s), on the
  * abort flag, or when a peer is found dead (socket closed, process gone on
  * this node); the first rank to see a failure floods a notice to the others
  * (TCP notice channels in both ring directions + the node segment), so every
@@ -22,28 +22,17 @@
 
 #include <stddef.h>
 
-#include "comm.h"
+#include "backend.h"
 #include "err.h"
 
-struct dpg_store;
-
-/* Flags for dpg_cpu_opts.flags. */
+/* Flags for dpg_backend_args.flags. */
 #define DPG_CPU_RING 0x1u	/* use the ring even when all ranks share a node */
 
-struct dpg_cpu_opts {
-	struct dpg_store *store;	/* rendezvous (unused for size 1) */
-	const char *host;		/* address peers connect to (and named in
-					 * error messages: "peer rank R (HOST)") */
-	const char *node;		/* ranks with equal node strings are on one
-					 * machine and use shared memory */
-	double timeout_s;		/* per call and for init; <= 0: 300 */
-	const volatile int *abort;	/* raised: calls end with DPG_ERR_ABORTED */
-	/* Optional tuning, 0 = default. */
-	unsigned flags;			/* DPG_CPU_* */
-	size_t shm_slot_bytes;		/* shared-memory stage size (256 KiB,
-					 * 1 MiB when ranks outnumber CPUs) */
-	size_t tcp_chunk_bytes;		/* largest single send/recv (1 MiB) */
-};
+/* The arguments (backend.h) the CPU backend reads: store (unused for size
+ * 1), host, node, timeout_s (<= 0: 300), abort, and the optional tuning
+ * flags (DPG_CPU_*), shm_slot_bytes (shared-memory stage size: 256 KiB,
+ * 1 MiB when ranks outnumber CPUs) and tcp_chunk_bytes (largest single
+ * send/recv: 1 MiB), 0 = default. */
 
 /* For c->rank, c->size and c->name already set: publish this rank's listen
  * address under "<c->name>/cpu/<rank>" in the store, read the others', set
@@ -51,7 +40,7 @@ struct dpg_cpu_opts {
  * Collective: every rank of the communicator calls it.  Returns 0 or a
  * negated dpg_status_t with err filled in; on failure c->ops is untouched
  * and nothing is leaked. */
-int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_cpu_opts *o,
+int dpg_cpu_comm_init(struct dpg_comm *c, const struct dpg_backend_args *a,
 		      struct dpg_err *err);
 
 #endif

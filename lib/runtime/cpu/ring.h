@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm.h"
+#include "backend.h"
 #include "dpg.h"
 #include "err.h"
 #include "shm.h"

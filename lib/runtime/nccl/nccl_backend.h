@@ -6,7 +6,6 @@
 #define DPG_LIB_NCCL_BACKEND_H
 
 #include "backend.h"
-#include "comm.h"
 #include "err.h"
 
 /* Create c's NCCL communicator (collective over c's ranks) on a->device.
