@@ -4,6 +4,7 @@
 
 #include "comm.h"
 #include "ctx.h"
+#include "runtime.h"
 #include "store.h"	/* DPG_STORE_VALUE_MAX, DPG_STORE_KEY_MAX */
 #include "xchg.h"
 
@@ -377,4 +378,19 @@ dpg_status_t dpg_all_gather_bytes(dpg_comm_t *comm, const void *buf, size_t len,
 	*offsets = g.offs;
 	*lens = g.ls;
 	return DPG_OK;
+}
+
+/* ------------------------------------------------------------ the train wing */
+
+int dpg_rt_all_gather(dpg_comm_t *comm, const void *send, void *recv,
+		      size_t sendcount, dpg_dtype_t dt, uint64_t *seq,
+		      struct dpg_err *e)
+{
+	*seq = comm->seq++;
+	return comm->ops->all_gather(comm, send, recv, sendcount, dt, NULL, e);
+}
+
+const char *dpg_rt_comm_name(const dpg_comm_t *comm)
+{
+	return comm->name;
 }

@@ -3,10 +3,24 @@
 #ifndef DPG_LIB_RUNTIME_H
 #define DPG_LIB_RUNTIME_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "dpg.h"
 #include "err.h"
 
 struct dpg_store;
+
+/* all_gather on comm for a thread other than the caller's (zero.c's prefetch):
+ * the context's last error belongs to the main thread, so the failure stays in
+ * e (0 or a negated dpg_status_t); *seq gets the collective's sequence number
+ * on comm.  No argument checks: the caller's buffers are its own. */
+int dpg_rt_all_gather(dpg_comm_t *comm, const void *send, void *recv,
+		      size_t sendcount, dpg_dtype_t dt, uint64_t *seq,
+		      struct dpg_err *e);
+
+/* Name of comm ("w", "w.s3.c1"), for messages. */
+const char *dpg_rt_comm_name(const dpg_comm_t *comm);
 
 /* Set the context's last error (one line; a trailing newline is dropped). */
 void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
