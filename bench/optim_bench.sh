@@ -1,5 +1,5 @@
 #!/bin/sh
-# optim_bench.sh - the host optimizer step (lib/optim.c) against STREAM-like
+# optim_bench.sh - the host optimizer step (lib/train/optim.c) against STREAM-like
 # kernels on the same buffers, same run; writes bench/results/optim.md.
 #
 # Usage: bench/optim_bench.sh [OUT.md]        (default bench/results/optim.md)
@@ -7,7 +7,7 @@
 #   N=67108864   elements per buffer (4 fp32 buffers + 1 bf16: 18 B/element)
 #   REPS=7       interleaved passes per kernel (median and best reported)
 #   BUILD=DIR    link DIR/.libs/libdpgrt.a (a configured build tree) instead
-#                of compiling lib/optim.c here with libdpgrt's flags
+#                of compiling lib/train/optim.c here with libdpgrt's flags
 #   CC=cc
 set -eu
 
@@ -23,15 +23,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/optim-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # ---- build (libdpgrt's flags from Makefile.am: -O3 -fvect-cost-model=dynamic)
-CFLAGS="-std=gnu11 -D_GNU_SOURCE -O3 -fvect-cost-model=dynamic -g -Wall -Wextra -I$top/include -I$top/lib"
+CFLAGS="-std=gnu11 -D_GNU_SOURCE -O3 -fvect-cost-model=dynamic -g -Wall -Wextra -I$top/include -I$top/lib/common -I$top/lib/train"
 if [ -n "$BUILD" ]; then
 	lib=$(cd "$BUILD" && pwd)/.libs/libdpgrt.a
 	[ -f "$lib" ] || { echo "optim_bench.sh: $lib not found (make libdpgrt.la there)" >&2; exit 1; }
 	src="linked from ${lib#"$top"/}"
 	set -- "$lib"
 else
-	src="lib/optim.c compiled here"
-	set -- "$top/lib/optim.c"
+	src="lib/train/optim.c compiled here"
+	set -- "$top/lib/train/optim.c"
 fi
 # shellcheck disable=SC2086
 if ! $CC $CFLAGS -o "$work/optim_bench" "$top/bench/optim_bench.c" "$@" -lm \
