@@ -23,7 +23,7 @@ int main(void)
 	TRY(ctx, dpg_init(&opts, &ctx));
 	int rank = dpg_rank(ctx), n = dpg_world_size(ctx);
 	double x = rank + 1;
-	TRY(ctx, dpg_allreduce(dpg_world(ctx), &x, &x, 1, DPG_F64, DPG_SUM, NULL));
+	TRY(ctx, dpg_all_reduce(dpg_world(ctx), &x, &x, 1, DPG_F64, DPG_SUM, NULL));
 	gethostname(host, sizeof(host));
 	snprintf(json, sizeof(json), "{\"rank\": %d, \"local_rank\": %d, \"host\": \"%.40s\", "
 		 "\"pid\": %ld}", rank, dpg_local_rank(ctx), host, (long)getpid());

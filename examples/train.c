@@ -400,7 +400,7 @@ static int open_params_out(struct trainer *t)
 			t->cfg.print_params, strerror(errno));
 		bad = 1;
 	}
-	st = dpg_allreduce(dpg_world(t->ctx), &bad, &bad, 1, DPG_I32, DPG_MAX, NULL);
+	st = dpg_all_reduce(dpg_world(t->ctx), &bad, &bad, 1, DPG_I32, DPG_MAX, NULL);
 	if (st != DPG_OK)
 		return fail(t, st);
 	return bad ? EXIT_USAGE : 0;
@@ -459,7 +459,7 @@ static int global_loss(struct trainer *t, double local_sum, double *out)
 	dpg_status_t st;
 	double s = local_sum;
 
-	if ((st = dpg_allreduce(dpg_world(t->ctx), &s, &s, 1, DPG_F64, DPG_SUM, NULL)) != DPG_OK)
+	if ((st = dpg_all_reduce(dpg_world(t->ctx), &s, &s, 1, DPG_F64, DPG_SUM, NULL)) != DPG_OK)
 		return fail(t, st);
 	*out = s / (double)t->cfg.global_batch;
 	return 0;
