@@ -180,15 +180,12 @@ int dpg_ckpt_write_shard(const char *dir, long step, const struct dpg_zlayout *L
 	if ((rc = dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err)) != 0)
 		return rc;
 	snprintf(name, sizeof(name), "shard-%05d", rank);
-	/* every failure from here on is -1 whatever its cause: test_ckpt pins
-	 * that for a missing step directory (dpg_zero_save maps it to
-	 * DPG_ERR_SYSTEM) */
-	if (dpg_wf_open(&w, sd, name, err) != 0)
-		return -1;
-	if (shard_write_body(&w, step, L, rank, nstate, state, err) != 0 ||
-	    dpg_wf_finish(&w, 1, err) != 0) {
+	if ((rc = dpg_wf_open(&w, sd, name, err)) != 0)
+		return rc;
+	if ((rc = shard_write_body(&w, step, L, rank, nstate, state, err)) != 0 ||
+	    (rc = dpg_wf_finish(&w, 1, err)) != 0) {
 		dpg_wf_abort(&w);
-		return -1;
+		return rc;
 	}
 	return 0;
 }

@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,36 +22,54 @@
 #include "zero_impl.h"
 #include "zlayout.h"
 
-/* ------------------------------------------------------------ errors */
+/* ------------------------------------------------------------ errors
+ * Internal functions return 0 or a negated dpg_status_t with "OP: message"
+ * in the caller's struct dpg_err (err.h); each public call maps that once,
+ * at its edge. */
 
-dpg_status_t dpg_zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
-		      const char *fmt, ...)
+dpg_status_t dpg_zedge(struct dpg_zero *z, int rc, const struct dpg_err *e)
 {
-	char msg[DPG_ERR_MSG_MAX];
-	va_list ap;
+	dpg_status_t st = (dpg_status_t)-rc;
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (z && z->ctx)
-		dpg_ctx_seterr(z->ctx, "%s %s: %s", dpg_ctx_who(z->ctx), op, msg);
+	if (rc == 0)
+		return DPG_OK;
+	dpg_ctx_seterr(z->ctx, "%s %s", dpg_ctx_who(z->ctx),
+		       e->msg[0] ? e->msg : dpg_strerror(st));
 	return st;
 }
 
-/* ------------------------------------------------------------ memory
- * (zero_mem.c): its failures become this file's statuses here */
-
-static dpg_status_t zm(struct dpg_zero *z, const char *op, int rc)
+/* The one boundary with the public collectives, which return a positive
+ * status and leave "WHO WHAT: message" in the context: st as -st, with
+ * "WHAT: message" in e (the edge puts the WHO back). */
+static int coll(struct dpg_zero *z, dpg_status_t st, struct dpg_err *e)
 {
-	if (rc == 0)
-		return DPG_OK;
-	return dpg_zerr(z, (dpg_status_t)-rc, op, "%s", z->merr.msg);
+	const char *m, *who;
+	size_t n;
+
+	if (st == DPG_OK)
+		return 0;
+	m = dpg_last_error(z->ctx);
+	who = dpg_ctx_who(z->ctx);
+	n = strlen(who);
+	if (strncmp(m, who, n) == 0 && m[n] == ' ')
+		m += n + 1;
+	return dpg_errs(e, st, "%s", m);
 }
 
-static dpg_status_t zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *acct,
-			   const char *op)
+/* ------------------------------------------------------------ memory
+ * (zero_mem.c writes its message into e; op names the operation) */
+
+static int zm(int rc, const char *op, struct dpg_err *e)
 {
-	return zm(z, op, dpg_zmem_alloc(&z->mem, p, bytes, acct, &z->merr));
+	if (rc != 0)
+		dpg_err_prefix(e, op);
+	return rc;
+}
+
+static int zalloc(struct dpg_zero *z, void **p, size_t bytes, size_t *acct, const char *op,
+		  struct dpg_err *e)
+{
+	return zm(dpg_zmem_alloc(&z->mem, p, bytes, acct, e), op, e);
 }
 
 static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
@@ -61,28 +78,28 @@ static void zfree(struct dpg_zero *z, void **p, size_t bytes, size_t *acct)
 }
 
 /* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
-dpg_status_t dpg_zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
-		       int dir)
+int dpg_zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes, int dir,
+	      struct dpg_err *e)
 {
-	return zm(z, "copy", dpg_zmem_copy(&z->mem, dst, src, bytes, dir, &z->merr));
+	return zm(dpg_zmem_copy(&z->mem, dst, src, bytes, dir, e), "copy", e);
 }
 
 /* An allreduce of a few host values: through device memory on the GPU
  * (NCCL reduces device buffers only). */
-dpg_status_t dpg_zsmall_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host,
-				  dpg_dtype_t dt, dpg_op_t op)
+int dpg_zsmall_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host, dpg_dtype_t dt,
+			 dpg_op_t op, struct dpg_err *e)
 {
-	dpg_status_t st;
+	int rc;
 
 	if (!z->mem.on_gpu)
-		return dpg_allreduce(comm, host, host, 1, dt, op, NULL);
-	if (!z->dscratch &&
-	    (st = zalloc(z, &z->dscratch, 8, NULL, "allreduce")) != DPG_OK)
-		return st;
-	if ((st = dpg_zcopy(z, z->dscratch, host, dpg_dtype_size(dt), 0)) != DPG_OK ||
-	    (st = dpg_allreduce(comm, z->dscratch, z->dscratch, 1, dt, op, NULL)) != DPG_OK)
-		return st;
-	return dpg_zcopy(z, host, z->dscratch, dpg_dtype_size(dt), 1);
+		return coll(z, dpg_allreduce(comm, host, host, 1, dt, op, NULL), e);
+	if (!z->dscratch && (rc = zalloc(z, &z->dscratch, 8, NULL, "allreduce", e)) != 0)
+		return rc;
+	if ((rc = dpg_zcopy(z, z->dscratch, host, dpg_dtype_size(dt), 0, e)) != 0 ||
+	    (rc = coll(z, dpg_allreduce(comm, z->dscratch, z->dscratch, 1, dt, op, NULL),
+		       e)) != 0)
+		return rc;
+	return dpg_zcopy(z, host, z->dscratch, dpg_dtype_size(dt), 1, e);
 }
 
 /* ------------------------------------------------------------ options */
@@ -106,34 +123,32 @@ void dpg_zero_opts_default(dpg_zero_opts_t *o)
 	o->shard_size = 0;
 }
 
-static dpg_status_t check_opts(struct dpg_zero *z, const dpg_zero_opts_t *o, int world)
+static int check_opts(const dpg_zero_opts_t *o, int world, struct dpg_err *e)
 {
-	const char *op = "zero_create";
-
 	if (o->stage < 1 || o->stage > 3)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "stage %d: expected 1, 2 or 3", o->stage);
+		return dpg_errf(e, "zero_create: stage %d: expected 1, 2 or 3", o->stage);
 	if (o->optimizer != DPG_OPT_ADAMW && o->optimizer != DPG_OPT_SGD)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "unknown optimizer %d", (int)o->optimizer);
+		return dpg_errf(e, "zero_create: unknown optimizer %d", (int)o->optimizer);
 	if (o->param_dtype != DPG_F32 && o->param_dtype != DPG_BF16)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "param_dtype must be DPG_F32 or DPG_BF16");
+		return dpg_errf(e, "zero_create: param_dtype must be DPG_F32 or DPG_BF16");
 	if (o->reduce_dtype != DPG_F32 && o->reduce_dtype != DPG_BF16)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "reduce_dtype must be DPG_F32 or DPG_BF16");
+		return dpg_errf(e, "zero_create: reduce_dtype must be DPG_F32 or DPG_BF16");
 	if (o->accum_steps < 1)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "accum_steps %d: must be >= 1",
-			    o->accum_steps);
+		return dpg_errf(e, "zero_create: accum_steps %d: must be >= 1",
+				o->accum_steps);
 	if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
 	    !(o->eps > 0) || !(o->momentum >= 0 && o->momentum < 1) ||
 	    !(o->weight_decay >= 0) || isnan(o->clip_norm))
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "optimizer hyper-parameters out of range "
-			    "(need 0 <= beta1, beta2, momentum < 1, eps > 0, weight_decay >= 0)");
+		return dpg_errf(e, "zero_create: optimizer hyper-parameters out of range "
+				"(need 0 <= beta1, beta2, momentum < 1, eps > 0, weight_decay >= 0)");
 	if (o->deterministic && o->reduce_dtype != DPG_F32)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "deterministic mode sums in fixed point: "
-			    "reduce_dtype must be DPG_F32");
+		return dpg_errf(e, "zero_create: deterministic mode sums in fixed point: "
+				"reduce_dtype must be DPG_F32");
 	if (o->shard_size < 0 || o->shard_size > world ||
 	    (o->shard_size > 0 && world % o->shard_size != 0))
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "shard_size %d must divide the world size %d "
-			    "(0 = the world)", o->shard_size, world);
-	return DPG_OK;
+		return dpg_errf(e, "zero_create: shard_size %d must divide the world size %d "
+				"(0 = the world)", o->shard_size, world);
+	return 0;
 }
 
 /* ------------------------------------------------------------ prefetcher */
@@ -180,31 +195,31 @@ static void *pf_main(void *arg)
 	}
 }
 
-static dpg_status_t pf_start(struct dpg_zero *z)
+static int pf_start(struct dpg_zero *z, struct dpg_err *e)
 {
 	struct prefetch *pf = &z->pf;
-	dpg_status_t st;
+	int rc;
 
 	pf->qcap = z->L.nunits + 1;
 	pf->q = calloc((size_t)pf->qcap, sizeof(*pf->q));
 	if (!pf->q)
-		return dpg_zerr(z, DPG_ERR_NOMEM, "zero_commit", "out of memory");
-	st = dpg_comm_split(z->shard, 0, dpg_comm_rank(z->shard), &pf->comm);
-	if (st != DPG_OK)
-		return st;
+		return dpg_errs(e, DPG_ERR_NOMEM, "zero_commit: out of memory");
+	rc = coll(z, dpg_comm_split(z->shard, 0, dpg_comm_rank(z->shard), &pf->comm), e);
+	if (rc != 0)
+		return rc;
 	if (pthread_mutex_init(&pf->mu, NULL) != 0)
-		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_mutex_init failed");
+		return dpg_errs(e, DPG_ERR_SYSTEM, "zero_commit: pthread_mutex_init failed");
 	if (pthread_cond_init(&pf->cv, NULL) != 0) {
 		pthread_mutex_destroy(&pf->mu);
-		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "pthread_cond_init failed");
+		return dpg_errs(e, DPG_ERR_SYSTEM, "zero_commit: pthread_cond_init failed");
 	}
 	if (pthread_create(&pf->th, NULL, pf_main, z) != 0) {
 		pthread_cond_destroy(&pf->cv);
 		pthread_mutex_destroy(&pf->mu);
-		return dpg_zerr(z, DPG_ERR_SYSTEM, "zero_commit", "cannot start the prefetch thread");
+		return dpg_errs(e, DPG_ERR_SYSTEM, "zero_commit: cannot start the prefetch thread");
 	}
 	pf->running = true;
-	return DPG_OK;
+	return 0;
 }
 
 static void pf_stop(struct dpg_zero *z)
@@ -230,12 +245,54 @@ static void pf_stop(struct dpg_zero *z)
 
 /* ------------------------------------------------------------ create, register */
 
+/* The options and the groups of a new model (z->ctx set). */
+static int create_setup(struct dpg_zero *z, const dpg_zero_opts_t *opts, struct dpg_err *e)
+{
+	int world = dpg_world_size(z->ctx), rc;
+
+	if (opts)
+		z->o = *opts;
+	else
+		dpg_zero_opts_default(&z->o);
+	if ((rc = check_opts(&z->o, world, e)) != 0)
+		return rc;
+	z->mem.on_gpu = dpg_backend(z->ctx) == DPG_BACKEND_NCCL;
+	z->mem.device = dpg_ctx_device(z->ctx);
+#ifndef DPG_HAVE_CUDA_ZERO
+	if (z->mem.on_gpu)
+		return dpg_errs(e, DPG_ERR_UNSUPPORTED, "zero_create: libdpg was built without "
+				"nvcc: the sharded step needs its CUDA kernels on the NCCL backend "
+				"(rebuild with CUDA, or use DPG_BACKEND=cpu)");
+#endif
+	if (z->mem.on_gpu && z->o.deterministic)
+		return dpg_errs(e, DPG_ERR_UNSUPPORTED, "zero_create: deterministic mode runs on "
+				"the CPU backend only (not yet on NCCL)");
+	z->ps = z->o.param_dtype == DPG_BF16 ? 2 : 4;
+	z->mem.param_dtype = (int)z->o.param_dtype;
+	z->nstate = z->o.optimizer == DPG_OPT_ADAMW ? 3 : 2;
+	if (z->o.shard_size == 0 || z->o.shard_size == world) {
+		z->shard = dpg_world(z->ctx);
+	} else {
+		int sizes[2] = { world / z->o.shard_size, z->o.shard_size };
+
+		rc = coll(z, dpg_mesh_create(z->ctx, 2, sizes, &z->mesh), e);
+		if (rc != 0)
+			return rc;
+		z->shard = dpg_mesh_comm(z->mesh, 1);
+		z->rep = dpg_mesh_comm(z->mesh, 0);
+	}
+	z->n = dpg_comm_size(z->shard);
+	z->r = dpg_comm_rank(z->shard);
+	z->nrep = world / z->n;
+	return 0;
+}
+
 dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 			     dpg_zero_t **out)
 {
+	struct dpg_err e = { { 0 } };
 	struct dpg_zero *z;
 	dpg_status_t st;
-	int world;
 
 	if (!out)
 		return DPG_ERR_INVALID;
@@ -248,51 +305,11 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 		return DPG_ERR_NOMEM;
 	}
 	z->ctx = ctx;
-	if (opts)
-		z->o = *opts;
-	else
-		dpg_zero_opts_default(&z->o);
-	world = dpg_world_size(ctx);
-	if ((st = check_opts(z, &z->o, world)) != DPG_OK) {
+	st = dpg_zedge(z, create_setup(z, opts, &e), &e);
+	if (st != DPG_OK) {
 		free(z);
 		return st;
 	}
-	z->mem.on_gpu = dpg_backend(ctx) == DPG_BACKEND_NCCL;
-	z->mem.device = dpg_ctx_device(ctx);
-#ifndef DPG_HAVE_CUDA_ZERO
-	if (z->mem.on_gpu) {
-		free(z);
-		dpg_ctx_seterr(ctx, "%s zero_create: libdpg was built without nvcc: the "
-			       "sharded step needs its CUDA kernels on the NCCL backend "
-			       "(rebuild with CUDA, or use DPG_BACKEND=cpu)", dpg_ctx_who(ctx));
-		return DPG_ERR_UNSUPPORTED;
-	}
-#endif
-	if (z->mem.on_gpu && z->o.deterministic) {
-		free(z);
-		dpg_ctx_seterr(ctx, "%s zero_create: deterministic mode runs on the CPU backend "
-			       "only (not yet on NCCL)", dpg_ctx_who(ctx));
-		return DPG_ERR_UNSUPPORTED;
-	}
-	z->ps = z->o.param_dtype == DPG_BF16 ? 2 : 4;
-	z->mem.param_dtype = (int)z->o.param_dtype;
-	z->nstate = z->o.optimizer == DPG_OPT_ADAMW ? 3 : 2;
-	if (z->o.shard_size == 0 || z->o.shard_size == world) {
-		z->shard = dpg_world(ctx);
-	} else {
-		int sizes[2] = { world / z->o.shard_size, z->o.shard_size };
-
-		st = dpg_mesh_create(ctx, 2, sizes, &z->mesh);
-		if (st != DPG_OK) {
-			free(z);
-			return st;
-		}
-		z->shard = dpg_mesh_comm(z->mesh, 1);
-		z->rep = dpg_mesh_comm(z->mesh, 0);
-	}
-	z->n = dpg_comm_size(z->shard);
-	z->r = dpg_comm_rank(z->shard);
-	z->nrep = world / z->n;
 	*out = z;
 	return DPG_OK;
 }
@@ -321,86 +338,113 @@ static int grow(struct dpg_zero *z)
 	return 0;
 }
 
-dpg_status_t dpg_zero_add_param(dpg_zero_t *z, const char *name, size_t numel,
-				int unit, int *id)
+static int add_param(struct dpg_zero *z, const char *name, size_t numel, int unit, int *id,
+		     struct dpg_err *e)
 {
-	const char *op = "zero_add_param";
-
-	if (!z)
-		return DPG_ERR_INVALID;
 	if (z->committed)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': the model is already committed",
-			    name ? name : "(null)");
+		return dpg_errf(e, "zero_add_param: '%s': the model is already committed",
+				name ? name : "(null)");
 	if (!name || !*name || strlen(name) >= DPG_ZNAME_MAX)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "parameter %d: name must be 1-%d bytes",
-			    z->nparams, DPG_ZNAME_MAX - 1);
+		return dpg_errf(e, "zero_add_param: parameter %d: name must be 1-%d bytes",
+				z->nparams, DPG_ZNAME_MAX - 1);
 	if (numel == 0)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': zero elements", name);
+		return dpg_errf(e, "zero_add_param: '%s': zero elements", name);
 	if (unit < 0 || (z->nparams == 0 && unit != 0) ||
 	    (z->nparams > 0 && unit != z->unit[z->nparams - 1] &&
 	     unit != z->unit[z->nparams - 1] + 1))
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': unit %d out of order (units are "
-			    "0, 1, 2, ... in registration order)", name, unit);
+		return dpg_errf(e, "zero_add_param: '%s': unit %d out of order (units are "
+				"0, 1, 2, ... in registration order)", name, unit);
 	if (z->nparams == z->cap && grow(z) != 0)
-		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
+		return dpg_errs(e, DPG_ERR_NOMEM, "zero_add_param: out of memory");
 	snprintf(z->names[z->nparams], DPG_ZNAME_MAX, "%s", name);
 	z->numel[z->nparams] = numel;
 	z->unit[z->nparams] = unit;
 	if (id)
 		*id = z->nparams;
 	z->nparams++;
-	return DPG_OK;
+	return 0;
+}
+
+dpg_status_t dpg_zero_add_param(dpg_zero_t *z, const char *name, size_t numel,
+				int unit, int *id)
+{
+	struct dpg_err e = { { 0 } };
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	return dpg_zedge(z, add_param(z, name, numel, unit, id, &e), &e);
+}
+
+/* The layout of the registered parameters. */
+static int commit_layout(struct dpg_zero *z, struct dpg_err *e)
+{
+	const char **names;
+	int i, rc;
+
+	names = calloc((size_t)(z->nparams ? z->nparams : 1), sizeof(*names));
+	if (!names)
+		return dpg_errs(e, DPG_ERR_NOMEM, "zero_commit: out of memory");
+	for (i = 0; i < z->nparams; i++)
+		names[i] = z->names[i];
+	rc = dpg_zlayout_build(&z->L, z->nparams, names, z->numel, z->unit, z->n, e);
+	free(names);
+	if (rc != 0) {
+		dpg_err_prefix(e, "zero_commit");
+		return -DPG_ERR_INVALID;
+	}
+	return 0;
+}
+
+/* The optimizer state, parameter and gradient buffers of the stage. */
+static int commit_buffers(struct dpg_zero *z, struct dpg_err *e)
+{
+	const char *op = "zero_commit";
+	size_t sh = z->L.shard_numel, k;
+	int rc;
+
+	z->mem.gbuf_bytes = z->L.max_unit_padded * z->ps;
+	for (k = 0; k < (size_t)z->nstate; k++)
+		if ((rc = zalloc(z, (void **)&z->state[k], sh * sizeof(float), &z->optim_bytes,
+				 op, e)) != 0)
+			return rc;
+	if (z->o.stage < 3)
+		rc = zalloc(z, &z->param_full, z->L.padded_numel * z->ps, &z->param_bytes, op, e);
+	else
+		rc = zalloc(z, &z->param_shard, sh * z->ps, &z->param_bytes, op, e);
+	if (rc != 0)
+		return rc;
+	if (z->o.stage == 1)
+		return zalloc(z, (void **)&z->grad_full, z->L.padded_numel * sizeof(float),
+			      &z->grad_bytes, op, e);
+	return zalloc(z, (void **)&z->grad_shard, sh * sizeof(float), &z->grad_bytes, op, e);
+}
+
+static int commit(struct dpg_zero *z, struct dpg_err *e)
+{
+	int rc;
+
+	if (z->committed)
+		return dpg_errf(e, "zero_commit: already committed");
+	if ((rc = commit_layout(z, e)) != 0)
+		return rc;
+	z->u = calloc((size_t)z->L.nunits, sizeof(*z->u));
+	if (!z->u)
+		return dpg_errs(e, DPG_ERR_NOMEM, "zero_commit: out of memory");
+	if ((rc = commit_buffers(z, e)) != 0)
+		return rc;
+	if (z->o.stage == 3 && z->n > 1 && !z->mem.on_gpu && (rc = pf_start(z, e)) != 0)
+		return rc;
+	z->committed = true;
+	return 0;
 }
 
 dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 {
-	const char *op = "zero_commit";
-	const char **names;
 	struct dpg_err e = { { 0 } };
-	dpg_status_t st;
-	size_t sh, k;
-	int i;
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	if (z->committed)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "already committed");
-	names = calloc((size_t)(z->nparams ? z->nparams : 1), sizeof(*names));
-	if (!names)
-		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
-	for (i = 0; i < z->nparams; i++)
-		names[i] = z->names[i];
-	if (dpg_zlayout_build(&z->L, z->nparams, names, z->numel, z->unit, z->n, &e) != 0) {
-		free(names);
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
-	}
-	free(names);
-	z->u = calloc((size_t)z->L.nunits, sizeof(*z->u));
-	if (!z->u)
-		return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
-	sh = z->L.shard_numel;
-	z->mem.gbuf_bytes = z->L.max_unit_padded * z->ps;
-	for (k = 0; k < (size_t)z->nstate; k++)
-		if ((st = zalloc(z, (void **)&z->state[k], sh * sizeof(float), &z->optim_bytes,
-				  op)) != DPG_OK)
-			return st;
-	if (z->o.stage < 3)
-		st = zalloc(z, &z->param_full, z->L.padded_numel * z->ps, &z->param_bytes, op);
-	else
-		st = zalloc(z, &z->param_shard, sh * z->ps, &z->param_bytes, op);
-	if (st != DPG_OK)
-		return st;
-	if (z->o.stage == 1)
-		st = zalloc(z, (void **)&z->grad_full, z->L.padded_numel * sizeof(float),
-			    &z->grad_bytes, op);
-	else
-		st = zalloc(z, (void **)&z->grad_shard, sh * sizeof(float), &z->grad_bytes, op);
-	if (st != DPG_OK)
-		return st;
-	if (z->o.stage == 3 && z->n > 1 && !z->mem.on_gpu && (st = pf_start(z)) != DPG_OK)
-		return st;
-	z->committed = true;
-	return DPG_OK;
+	return dpg_zedge(z, commit(z, &e), &e);
 }
 
 dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
@@ -434,30 +478,29 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	return DPG_OK;
 }
 
-dpg_status_t dpg_zneed_committed(struct dpg_zero *z, const char *op)
+int dpg_zneed_committed(struct dpg_zero *z, const char *op, struct dpg_err *e)
 {
 	if (!z->committed)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "call dpg_zero_commit first");
-	return DPG_OK;
+		return dpg_errf(e, "%s: call dpg_zero_commit first", op);
+	return 0;
 }
 
-static dpg_status_t check_id(struct dpg_zero *z, int id, const char *op)
+static int check_id(struct dpg_zero *z, int id, const char *op, struct dpg_err *e)
 {
-	dpg_status_t st = dpg_zneed_committed(z, op);
+	int rc = dpg_zneed_committed(z, op, e);
 
-	if (st == DPG_OK && (id < 0 || id >= z->L.nparams))
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "no parameter %d (%d registered)", id,
-			    z->L.nparams);
-	return st;
+	if (rc == 0 && (id < 0 || id >= z->L.nparams))
+		return dpg_errf(e, "%s: no parameter %d (%d registered)", op, id, z->L.nparams);
+	return rc;
 }
 
-static dpg_status_t check_unit(struct dpg_zero *z, int unit, const char *op)
+static int check_unit(struct dpg_zero *z, int unit, const char *op, struct dpg_err *e)
 {
-	dpg_status_t st = dpg_zneed_committed(z, op);
+	int rc = dpg_zneed_committed(z, op, e);
 
-	if (st == DPG_OK && (unit < 0 || unit >= z->L.nunits))
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "no unit %d (%d units)", unit, z->L.nunits);
-	return st;
+	if (rc == 0 && (unit < 0 || unit >= z->L.nunits))
+		return dpg_errf(e, "%s: no unit %d (%d units)", op, unit, z->L.nunits);
+	return rc;
 }
 
 /* ------------------------------------------------------------ parameters */
@@ -474,47 +517,64 @@ static void *own_piece(struct dpg_zero *z, int u)
 
 /* Working parameters from the master shard: cast the own pieces, then
  * (stages 1-2) all-gather every unit in the shard group. */
-dpg_status_t dpg_zpublish(struct dpg_zero *z)
+int dpg_zpublish(struct dpg_zero *z, struct dpg_err *e)
 {
-	dpg_status_t st;
-	int u;
+	int u, rc;
 
 	for (u = 0; u < z->L.nunits; u++) {
 		const struct dpg_zunit *U = &z->L.u[u];
 
-		st = zm(z, "cast", dpg_zmem_cast(&z->mem, own_piece(z, u),
-						 z->state[0] + U->shard_off, U->shard, &z->merr));
-		if (st != DPG_OK)
-			return st;
+		rc = zm(dpg_zmem_cast(&z->mem, own_piece(z, u), z->state[0] + U->shard_off,
+				      U->shard, e), "cast", e);
+		if (rc != 0)
+			return rc;
 	}
 	if (z->o.stage == 3)
-		return DPG_OK;
+		return 0;
 	for (u = 0; u < z->L.nunits; u++) {
 		const struct dpg_zunit *U = &z->L.u[u];
 
-		st = dpg_all_gather(z->shard, own_piece(z, u),
-				    (char *)z->param_full + U->flat_off * z->ps, U->shard,
-				    z->o.param_dtype, NULL);
-		if (st != DPG_OK)
-			return st;
+		rc = coll(z, dpg_all_gather(z->shard, own_piece(z, u),
+					    (char *)z->param_full + U->flat_off * z->ps, U->shard,
+					    z->o.param_dtype, NULL), e);
+		if (rc != 0)
+			return rc;
 	}
-	return DPG_OK;
+	return 0;
 }
 
-dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
+/* Stages 1-2: parameter P's whole tensor, replicated, into the working
+ * parameters (cast to bf16 first where they are bf16). */
+static int set_full(struct dpg_zero *z, const struct dpg_zparam *P, const float *values,
+		    struct dpg_err *e)
 {
-	const char *op = "zero_set_param";
+	const struct dpg_zunit *U = &z->L.u[P->unit];
+	char *full = (char *)z->param_full + (U->flat_off + P->unit_off) * z->ps;
+	uint16_t *tmp;
+	int rc;
+
+	if (z->o.param_dtype == DPG_F32)
+		return dpg_zcopy(z, full, values, P->numel * sizeof(float), 0, e);
+	tmp = malloc(P->numel * sizeof(uint16_t));
+	if (!tmp)
+		return dpg_errs(e, DPG_ERR_NOMEM, "zero_set_param: out of memory");
+	dpg_f32_to_bf16_n(values, tmp, P->numel);
+	rc = dpg_zcopy(z, full, tmp, P->numel * sizeof(uint16_t), 0, e);
+	free(tmp);
+	return rc;
+}
+
+static int set_param(struct dpg_zero *z, int id, const float *values, struct dpg_err *e)
+{
 	const struct dpg_zparam *P;
 	const struct dpg_zunit *U;
 	size_t lo, hi, a, b;
-	dpg_status_t st;
+	int rc;
 
-	if (!z)
-		return DPG_ERR_INVALID;
-	if ((st = check_id(z, id, op)) != DPG_OK)
-		return st;
+	if ((rc = check_id(z, id, "zero_set_param", e)) != 0)
+		return rc;
 	if (!values)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "'%s': NULL values", z->L.p[id].name);
+		return dpg_errf(e, "zero_set_param: '%s': NULL values", z->L.p[id].name);
 	P = &z->L.p[id];
 	U = &z->L.u[P->unit];
 	lo = (size_t)z->r * U->shard;
@@ -524,32 +584,25 @@ dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
 	if (a < b) {
 		float *dst = z->state[0] + U->shard_off + (a - lo);
 
-		if ((st = dpg_zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
-				 0)) != DPG_OK)
-			return st;
+		if ((rc = dpg_zcopy(z, dst, values + (a - P->unit_off), (b - a) * sizeof(float),
+				    0, e)) != 0)
+			return rc;
 		if (z->o.stage == 3 &&
-		    (st = zm(z, "cast", dpg_zmem_cast(&z->mem, (char *)z->param_shard +
-						      (U->shard_off + a - lo) * z->ps, dst, b - a,
-						      &z->merr))) != DPG_OK)
-			return st;
+		    (rc = zm(dpg_zmem_cast(&z->mem, (char *)z->param_shard +
+					   (U->shard_off + a - lo) * z->ps, dst, b - a, e),
+			     "cast", e)) != 0)
+			return rc;
 	}
-	if (z->o.stage < 3) {
-		/* the whole tensor, replicated */
-		char *full = (char *)z->param_full + (U->flat_off + P->unit_off) * z->ps;
+	return z->o.stage < 3 ? set_full(z, P, values, e) : 0;
+}
 
-		if (z->o.param_dtype == DPG_F32) {
-			st = dpg_zcopy(z, full, values, P->numel * sizeof(float), 0);
-		} else {
-			uint16_t *tmp = malloc(P->numel * sizeof(uint16_t));
+dpg_status_t dpg_zero_set_param(dpg_zero_t *z, int id, const float *values)
+{
+	struct dpg_err e = { { 0 } };
 
-			if (!tmp)
-				return dpg_zerr(z, DPG_ERR_NOMEM, op, "out of memory");
-			dpg_f32_to_bf16_n(values, tmp, P->numel);
-			st = dpg_zcopy(z, full, tmp, P->numel * sizeof(uint16_t), 0);
-			free(tmp);
-		}
-	}
-	return st;
+	if (!z)
+		return DPG_ERR_INVALID;
+	return dpg_zedge(z, set_param(z, id, values, &e), &e);
 }
 
 void *dpg_zero_param(dpg_zero_t *z, int id)
@@ -568,28 +621,28 @@ void *dpg_zero_param(dpg_zero_t *z, int id)
 
 /* ------------------------------------------------------------ gathers (stage 3) */
 
-static dpg_status_t pf_failed(struct dpg_zero *z, const char *op)
+static int pf_failed(struct dpg_zero *z, const char *op, struct dpg_err *e)
 {
 	if (z->pf.st != DPG_ERR_INVALID)
 		dpg_ctx_set_failed(z->ctx);
-	return dpg_zerr(z, z->pf.st, op, "%s", z->pf.msg);
+	return dpg_errs(e, z->pf.st, "%s: %s", op, z->pf.msg);
 }
 
 /* Queue unit u's gather (its buffer allocated here, in the main thread). */
-static dpg_status_t enqueue(struct dpg_zero *z, int u, const char *op)
+static int enqueue(struct dpg_zero *z, int u, const char *op, struct dpg_err *e)
 {
 	const struct dpg_zunit *U = &z->L.u[u];
-	dpg_status_t st;
+	int rc;
 
-	st = zm(z, op, dpg_zmem_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, &z->merr));
-	if (st != DPG_OK)
-		return st;
+	rc = zm(dpg_zmem_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, e), op, e);
+	if (rc != 0)
+		return rc;
 	if (!z->pf.running) {
 		/* synchronous: one rank, or the GPU (see the README) */
-		st = dpg_all_gather(z->shard, own_piece(z, u), z->u[u].full, U->shard,
-				    z->o.param_dtype, NULL);
-		z->u[u].gstate = st == DPG_OK ? UG_READY : UG_FAILED;
-		return st;
+		rc = coll(z, dpg_all_gather(z->shard, own_piece(z, u), z->u[u].full, U->shard,
+					    z->o.param_dtype, NULL), e);
+		z->u[u].gstate = rc == 0 ? UG_READY : UG_FAILED;
+		return rc;
 	}
 	pthread_mutex_lock(&z->pf.mu);
 	z->u[u].gstate = UG_QUEUED;
@@ -597,7 +650,7 @@ static dpg_status_t enqueue(struct dpg_zero *z, int u, const char *op)
 	z->pf.qt = (z->pf.qt + 1) % z->pf.qcap;
 	pthread_cond_broadcast(&z->pf.cv);
 	pthread_mutex_unlock(&z->pf.mu);
-	return DPG_OK;
+	return 0;
 }
 
 static int wait_gathered(struct dpg_zero *z, int u)
@@ -614,42 +667,55 @@ static int wait_gathered(struct dpg_zero *z, int u)
 	return s;
 }
 
-dpg_status_t dpg_zero_gather(dpg_zero_t *z, int unit, int next)
+static int gather(struct dpg_zero *z, int unit, int next, struct dpg_err *e)
 {
 	const char *op = "zero_gather";
-	dpg_status_t st;
+	int rc;
+
+	if ((rc = check_unit(z, unit, op, e)) != 0)
+		return rc;
+	if (next != -1 && (rc = check_unit(z, next, op, e)) != 0)
+		return rc;
+	if (z->o.stage < 3)
+		return 0;
+	if (z->u[unit].gstate == UG_NONE && (rc = enqueue(z, unit, op, e)) != 0)
+		return rc;
+	if (wait_gathered(z, unit) != UG_READY)
+		return z->pf.running ? pf_failed(z, op, e) :
+		       dpg_errs(e, DPG_ERR_PEER, "%s: unit %d could not be gathered", op, unit);
+	if (next >= 0 && next != unit && z->u[next].gstate == UG_NONE)
+		return enqueue(z, next, op, e);
+	return 0;
+}
+
+dpg_status_t dpg_zero_gather(dpg_zero_t *z, int unit, int next)
+{
+	struct dpg_err e = { { 0 } };
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	if ((st = check_unit(z, unit, op)) != DPG_OK)
-		return st;
-	if (next != -1 && (st = check_unit(z, next, op)) != DPG_OK)
-		return st;
-	if (z->o.stage < 3)
-		return DPG_OK;
-	if (z->u[unit].gstate == UG_NONE && (st = enqueue(z, unit, op)) != DPG_OK)
-		return st;
-	if (wait_gathered(z, unit) != UG_READY)
-		return z->pf.running ? pf_failed(z, op) :
-		       dpg_zerr(z, DPG_ERR_PEER, op, "unit %d could not be gathered", unit);
-	if (next >= 0 && next != unit && z->u[next].gstate == UG_NONE)
-		return enqueue(z, next, op);
-	return DPG_OK;
+	return dpg_zedge(z, gather(z, unit, next, &e), &e);
+}
+
+void dpg_zrelease(struct dpg_zero *z, int unit)
+{
+	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
+		return;
+	(void)wait_gathered(z, unit);	/* never free under the worker */
+	dpg_zmem_gbuf_put(&z->mem, &z->u[unit].full, &z->param_bytes);
+	z->u[unit].gstate = UG_NONE;
 }
 
 dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
 {
-	dpg_status_t st;
+	struct dpg_err e = { { 0 } };
+	int rc;
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	if ((st = check_unit(z, unit, "zero_release")) != DPG_OK)
-		return st;
-	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
-		return DPG_OK;
-	(void)wait_gathered(z, unit);	/* never free under the worker */
-	dpg_zmem_gbuf_put(&z->mem, &z->u[unit].full, &z->param_bytes);
-	z->u[unit].gstate = UG_NONE;
+	if ((rc = check_unit(z, unit, "zero_release", &e)) != 0)
+		return dpg_zedge(z, rc, &e);
+	dpg_zrelease(z, unit);
 	return DPG_OK;
 }
 
@@ -657,18 +723,26 @@ dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
 
 float *dpg_zero_grad(dpg_zero_t *z, int id)
 {
+	struct dpg_err e = { { 0 } };
 	const struct dpg_zparam *P;
 	struct zunit *zu;
+	int rc;
 
-	if (!z || check_id(z, id, "zero_grad") != DPG_OK)
+	if (!z)
 		return NULL;
+	if ((rc = check_id(z, id, "zero_grad", &e)) != 0) {
+		dpg_zedge(z, rc, &e);
+		return NULL;
+	}
 	P = &z->L.p[id];
 	if (z->o.stage == 1)
 		return z->grad_full + z->L.u[P->unit].flat_off + P->unit_off;
 	zu = &z->u[P->unit];
-	if (!zu->grad && zalloc(z, (void **)&zu->grad, z->L.u[P->unit].padded * sizeof(float),
-				&z->grad_bytes, "zero_grad") != DPG_OK)
+	if (!zu->grad && (rc = zalloc(z, (void **)&zu->grad, z->L.u[P->unit].padded *
+				      sizeof(float), &z->grad_bytes, "zero_grad", &e)) != 0) {
+		dpg_zedge(z, rc, &e);
 		return NULL;
+	}
 	return zu->grad + P->unit_off;
 }
 
@@ -689,164 +763,177 @@ static float *unit_full_grad(struct dpg_zero *z, int u)
 
 /* Deterministic mode: move unit u's fp32 gradient of this micro-step into
  * its fixed-point sum (and zero it). */
-static dpg_status_t fold_unit(struct dpg_zero *z, int u)
+static int fold_unit(struct dpg_zero *z, int u, struct dpg_err *e)
 {
 	const struct dpg_zunit *U = &z->L.u[u];
 	float *full = unit_full_grad(z, u);
 	double bad = 0;
-	dpg_status_t st;
+	int rc;
 
 	if (!full)
-		return DPG_OK;
-	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
-					  &z->grad_bytes, "zero_step")) != DPG_OK)
-		return st;
+		return 0;
+	if (!z->u[u].acc && (rc = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
+					 &z->grad_bytes, "zero_step", e)) != 0)
+		return rc;
 	if (dpg_fix_fold(full, z->u[u].acc, U->padded, &bad) != 0)
-		return dpg_zerr(z, DPG_ERR_INVALID, "zero_step", "deterministic mode: gradient value "
-			    "%g of unit %d is NaN, Inf or beyond the fixed-point range (|sum| < "
-			    "2^18): clip or scale the loss, or turn deterministic mode off", bad, u);
-	return DPG_OK;
+		return dpg_errf(e, "zero_step: deterministic mode: gradient value %g of unit %d "
+				"is NaN, Inf or beyond the fixed-point range (|sum| < 2^18): clip "
+				"or scale the loss, or turn deterministic mode off", bad, u);
+	return 0;
+}
+
+/* Unit u is reduced: its full gradient (stages 2-3) can go. */
+static void reduced(struct dpg_zero *z, int u)
+{
+	z->u[u].reduced = true;
+	if (z->o.stage > 1)
+		zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float), &z->grad_bytes);
 }
 
 /* Deterministic mode: sum the fixed-point gradients exactly (integer
  * reduce-scatter), convert this rank's piece back to fp32 and add its exact
  * sum of squares to det_sumsq. */
-static dpg_status_t reduce_unit_det(struct dpg_zero *z, int u)
+static int reduce_unit_det(struct dpg_zero *z, int u, struct dpg_err *e)
 {
 	const char *op = "zero_step";
 	const struct dpg_zunit *U = &z->L.u[u];
 	int64_t *acc, *mine;
-	dpg_status_t st;
+	int rc;
 
-	if ((st = fold_unit(z, u)) != DPG_OK)
-		return st;
-	if (!z->u[u].acc && (st = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
-					  &z->grad_bytes, op)) != DPG_OK)
-		return st;
+	if ((rc = fold_unit(z, u, e)) != 0)
+		return rc;
+	if (!z->u[u].acc && (rc = zalloc(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t),
+					 &z->grad_bytes, op, e)) != 0)
+		return rc;
 	acc = z->u[u].acc;
 	mine = acc + (size_t)z->r * U->shard;	/* the NCCL-style in-place block */
-	st = dpg_reduce_scatter(z->shard, acc, mine, U->shard, DPG_I64, DPG_SUM, NULL);
-	if (st == DPG_OK && z->rep)
-		st = dpg_allreduce(z->rep, mine, mine, U->shard, DPG_I64, DPG_SUM, NULL);
-	if (st != DPG_OK)
-		return st;
+	rc = coll(z, dpg_reduce_scatter(z->shard, acc, mine, U->shard, DPG_I64, DPG_SUM, NULL), e);
+	if (rc == 0 && z->rep)
+		rc = coll(z, dpg_allreduce(z->rep, mine, mine, U->shard, DPG_I64, DPG_SUM, NULL), e);
+	if (rc != 0)
+		return rc;
 	if (dpg_fix_to_f32(mine, grad_piece(z, u), U->shard, &z->det_sumsq) != 0)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "deterministic mode: a summed gradient of "
-			    "unit %d is beyond the fixed-point range (|sum| < 2^18): clip or scale "
-			    "the loss, or turn deterministic mode off", u);
+		return dpg_errf(e, "%s: deterministic mode: a summed gradient of unit %d is beyond "
+				"the fixed-point range (|sum| < 2^18): clip or scale the loss, or "
+				"turn deterministic mode off", op, u);
 	zfree(z, (void **)&z->u[u].acc, U->padded * sizeof(int64_t), &z->grad_bytes);
-	z->u[u].reduced = true;
-	if (z->o.stage > 1)
-		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
-	return DPG_OK;
+	reduced(z, u);
+	return 0;
+}
+
+/* Sum full (unit u's gradient) in bf16 into piece. */
+static int reduce_bf16(struct dpg_zero *z, int u, float *full, float *piece,
+		       struct dpg_err *e)
+{
+	const struct dpg_zunit *U = &z->L.u[u];
+	uint16_t *tmp;
+	int rc;
+
+	if ((rc = zalloc(z, (void **)&tmp, U->padded * 2, NULL, "zero_step", e)) != 0)
+		return rc;
+	rc = zm(dpg_zmem_to_bf16(&z->mem, full, tmp, U->padded, e), "bf16", e);
+	if (rc == 0)
+		rc = coll(z, dpg_reduce_scatter(z->shard, tmp, tmp, U->shard, DPG_BF16, DPG_SUM,
+						NULL), e);
+	if (rc == 0 && z->rep)
+		rc = coll(z, dpg_allreduce(z->rep, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL), e);
+	if (rc == 0)
+		rc = zm(dpg_zmem_from_bf16(&z->mem, tmp, piece, U->shard, e), "bf16", e);
+	zfree(z, (void **)&tmp, 0, NULL);
+	return rc;
 }
 
 /* Sum unit u's gradient over every rank into this rank's piece. */
-static dpg_status_t reduce_unit(struct dpg_zero *z, int u)
+static int reduce_unit(struct dpg_zero *z, int u, struct dpg_err *e)
 {
-	const char *op = "zero_step";
 	const struct dpg_zunit *U = &z->L.u[u];
 	float *full = unit_full_grad(z, u), *piece = grad_piece(z, u);
-	dpg_status_t st;
+	int rc;
 
 	if (z->o.deterministic)
-		return reduce_unit_det(z, u);
+		return reduce_unit_det(z, u, e);
 	if (!full) {	/* no gradient this step: zeros, but take part */
 		if (z->o.stage == 1)
-			return dpg_zerr(z, DPG_ERR_INVALID, op, "internal: no gradient buffer");
-		if ((st = zalloc(z, (void **)&z->u[u].grad, U->padded * sizeof(float),
-				  &z->grad_bytes, op)) != DPG_OK)
-			return st;
+			return dpg_errf(e, "zero_step: internal: no gradient buffer");
+		if ((rc = zalloc(z, (void **)&z->u[u].grad, U->padded * sizeof(float),
+				 &z->grad_bytes, "zero_step", e)) != 0)
+			return rc;
 		full = z->u[u].grad;
 	}
 	if (z->o.reduce_dtype == DPG_F32) {
-		st = dpg_reduce_scatter(z->shard, full, piece, U->shard, DPG_F32, DPG_SUM, NULL);
-		if (st == DPG_OK && z->rep)
-			st = dpg_allreduce(z->rep, piece, piece, U->shard, DPG_F32, DPG_SUM, NULL);
+		rc = coll(z, dpg_reduce_scatter(z->shard, full, piece, U->shard, DPG_F32, DPG_SUM,
+						NULL), e);
+		if (rc == 0 && z->rep)
+			rc = coll(z, dpg_allreduce(z->rep, piece, piece, U->shard, DPG_F32, DPG_SUM,
+						   NULL), e);
 	} else {
-		uint16_t *tmp;
-
-		if ((st = zalloc(z, (void **)&tmp, U->padded * 2, NULL, op)) != DPG_OK)
-			return st;
-		st = zm(z, "bf16", dpg_zmem_to_bf16(&z->mem, full, tmp, U->padded, &z->merr));
-		if (st == DPG_OK)
-			st = dpg_reduce_scatter(z->shard, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
-		if (st == DPG_OK && z->rep)
-			st = dpg_allreduce(z->rep, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL);
-		if (st == DPG_OK)
-			st = zm(z, "bf16", dpg_zmem_from_bf16(&z->mem, tmp, piece, U->shard, &z->merr));
-		zfree(z, (void **)&tmp, 0, NULL);
+		rc = reduce_bf16(z, u, full, piece, e);
 	}
-	if (st != DPG_OK)
-		return st;
-	z->u[u].reduced = true;
-	if (z->o.stage > 1)
-		zfree(z, (void **)&z->u[u].grad, U->padded * sizeof(float), &z->grad_bytes);
-	return DPG_OK;
+	if (rc != 0)
+		return rc;
+	reduced(z, u);
+	return 0;
 }
 
 dpg_status_t dpg_zero_grads_ready(dpg_zero_t *z, int unit)
 {
-	dpg_status_t st;
+	struct dpg_err e = { { 0 } };
+	int rc;
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	if ((st = check_unit(z, unit, "zero_grads_ready")) != DPG_OK)
-		return st;
-	if (z->o.stage == 1 || z->micro != z->o.accum_steps - 1 || z->u[unit].reduced)
-		return DPG_OK;
-	return reduce_unit(z, unit);
+	rc = check_unit(z, unit, "zero_grads_ready", &e);
+	if (rc == 0 && z->o.stage > 1 && z->micro == z->o.accum_steps - 1 && !z->u[unit].reduced)
+		rc = reduce_unit(z, unit, &e);
+	return dpg_zedge(z, rc, &e);
 }
 
 /* ------------------------------------------------------------ the step */
 
 /* Deterministic mode: the exact global sum of squares (128-bit limbs summed
  * by an integer allreduce), in value units. */
-static dpg_status_t grad_norm_det(struct dpg_zero *z, double *norm2)
+static int grad_norm_det(struct dpg_zero *z, double *norm2, struct dpg_err *e)
 {
 	int64_t limbs[4];
-	dpg_status_t st;
-	int k;
+	int k, rc;
 
 	dpg_u128_to_limbs(z->det_sumsq, limbs);
 	z->det_sumsq = 0;
 	for (k = 0; k < 4 && z->n > 1; k++)
-		if ((st = dpg_zsmall_allreduce(z, z->shard, &limbs[k], DPG_I64, DPG_SUM)) != DPG_OK)
-			return st;
+		if ((rc = dpg_zsmall_allreduce(z, z->shard, &limbs[k], DPG_I64, DPG_SUM, e)) != 0)
+			return rc;
 	*norm2 = ldexp((double)dpg_u128_from_limbs(limbs), -2 * DPG_FIX_BITS);
-	return DPG_OK;
+	return 0;
 }
 
-static dpg_status_t grad_norm(struct dpg_zero *z, double *norm2)
+static int grad_norm(struct dpg_zero *z, double *norm2, struct dpg_err *e)
 {
 	double s = 0;
-	dpg_status_t st;
-	int u;
+	int u, rc;
 
 	if (z->o.deterministic)
-		return grad_norm_det(z, norm2);
+		return grad_norm_det(z, norm2, e);
 
 	for (u = 0; u < z->L.nunits; u++) {
 		double x;
 
-		st = zm(z, "sumsq", dpg_zmem_sumsq(&z->mem, grad_piece(z, u), z->L.u[u].shard,
-						   &x, &z->merr));
-		if (st != DPG_OK)
-			return st;
+		rc = zm(dpg_zmem_sumsq(&z->mem, grad_piece(z, u), z->L.u[u].shard, &x, e),
+			"sumsq", e);
+		if (rc != 0)
+			return rc;
 		s += x;
 	}
-	if (z->n > 1 && (st = dpg_zsmall_allreduce(z, z->shard, &s, DPG_F64, DPG_SUM)) != DPG_OK)
-		return st;
+	if (z->n > 1 && (rc = dpg_zsmall_allreduce(z, z->shard, &s, DPG_F64, DPG_SUM, e)) != 0)
+		return rc;
 	*norm2 = s;
-	return DPG_OK;
+	return 0;
 }
 
-static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
+static int update(struct dpg_zero *z, float lr, float gscale, struct dpg_err *e)
 {
-	dpg_status_t st = DPG_OK;
-	int u;
+	int u, err = 0;
 
-	for (u = 0; u < z->L.nunits && st == DPG_OK; u++) {
+	for (u = 0; u < z->L.nunits && err == 0; u++) {
 		size_t off = z->L.u[u].shard_off, n = z->L.u[u].shard;
 		const float *g = grad_piece(z, u);
 		float *p = z->state[0] + off, *m = z->state[1] + off;
@@ -882,19 +969,18 @@ static dpg_status_t update(struct dpg_zero *z, float lr, float gscale)
 				dpg_sgd_update(p, m, g, n, &h);
 		}
 		if (rc != 0)
-			st = zm(z, "zero_step", dpg_zmem_cuda_err(&z->merr, rc));
+			err = zm(dpg_zmem_cuda_err(e, rc), "zero_step", e);
 	}
-	return st;
+	return err;
 }
 
-dpg_status_t dpg_zclear_grads(struct dpg_zero *z)
+int dpg_zclear_grads(struct dpg_zero *z, struct dpg_err *e)
 {
-	dpg_status_t st = DPG_OK;
-	int u;
+	int u, rc = 0;
 
 	if (z->o.stage == 1)
-		st = zm(z, "memset", dpg_zmem_zero(&z->mem, z->grad_full,
-						   z->L.padded_numel * sizeof(float), &z->merr));
+		rc = zm(dpg_zmem_zero(&z->mem, z->grad_full, z->L.padded_numel * sizeof(float),
+				   e), "memset", e);
 	z->det_sumsq = 0;
 	for (u = 0; u < z->L.nunits; u++) {
 		z->u[u].reduced = false;
@@ -903,64 +989,75 @@ dpg_status_t dpg_zclear_grads(struct dpg_zero *z)
 			zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
 			      &z->grad_bytes);
 	}
-	return st;
+	return rc;
 }
 
-dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
+/* A micro-step of an accumulation: no update (deterministic mode folds
+ * the gradients into their fixed-point sums). */
+static int step_micro(struct dpg_zero *z, dpg_step_stats_t *stats, struct dpg_err *e)
 {
-	const char *op = "zero_step";
-	double norm2 = 0, norm, clip = 1.0, base;
-	dpg_status_t st;
-	int u;
+	int u, rc;
 
-	if (!z)
-		return DPG_ERR_INVALID;
-	if ((st = dpg_zneed_committed(z, op)) != DPG_OK)
-		return st;
+	for (u = 0; z->o.deterministic && u < z->L.nunits; u++)
+		if ((rc = fold_unit(z, u, e)) != 0)
+			return rc;
+	z->micro++;
+	if (stats) {
+		stats->step = z->step;
+		stats->clip_scale = 1.0;
+	}
+	return 0;
+}
+
+static int step(struct dpg_zero *z, float lr, dpg_step_stats_t *stats, struct dpg_err *e)
+{
+	double norm2 = 0, norm, clip = 1.0, base;
+	int u, rc;
+
+	if ((rc = dpg_zneed_committed(z, "zero_step", e)) != 0)
+		return rc;
 	if (!isfinite(lr) || lr < 0)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "learning rate %g: must be finite and >= 0",
-			    (double)lr);
+		return dpg_errf(e, "zero_step: learning rate %g: must be finite and >= 0",
+				(double)lr);
 	if (stats)
 		memset(stats, 0, sizeof(*stats));
-	if (z->micro < z->o.accum_steps - 1) {
-		for (u = 0; z->o.deterministic && u < z->L.nunits; u++)
-			if ((st = fold_unit(z, u)) != DPG_OK)
-				return st;
-		z->micro++;
-		if (stats) {
-			stats->step = z->step;
-			stats->clip_scale = 1.0;
-		}
-		return DPG_OK;
-	}
+	if (z->micro < z->o.accum_steps - 1)
+		return step_micro(z, stats, e);
 	for (u = z->L.nunits - 1; u >= 0; u--)
-		if (!z->u[u].reduced && (st = reduce_unit(z, u)) != DPG_OK)
-			return st;
+		if (!z->u[u].reduced && (rc = reduce_unit(z, u, e)) != 0)
+			return rc;
 	base = 1.0 / ((double)z->n * z->nrep * z->o.accum_steps);
-	if ((st = grad_norm(z, &norm2)) != DPG_OK)
-		return st;
+	if ((rc = grad_norm(z, &norm2, e)) != 0)
+		return rc;
 	norm = sqrt(norm2) * base;
 	if (z->o.clip_norm > 0 && norm > z->o.clip_norm)
 		clip = z->o.clip_norm / (norm + 1e-6);
 	if (!isfinite(norm))
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "step %ld: the gradient norm is %g "
-			    "(NaN or Inf in the gradients): parameters left unchanged",
-			    z->step + 1, norm);
-	if ((st = update(z, lr, (float)(base * clip))) != DPG_OK)
-		return st;
-	if ((st = dpg_zclear_grads(z)) != DPG_OK)
-		return st;
+		return dpg_errf(e, "zero_step: step %ld: the gradient norm is %g (NaN or Inf in "
+				"the gradients): parameters left unchanged", z->step + 1, norm);
+	if ((rc = update(z, lr, (float)(base * clip), e)) != 0 ||
+	    (rc = dpg_zclear_grads(z, e)) != 0)
+		return rc;
 	z->micro = 0;
 	z->step++;
-	if ((st = dpg_zpublish(z)) != DPG_OK)
-		return st;
+	if ((rc = dpg_zpublish(z, e)) != 0)
+		return rc;
 	if (stats) {
 		stats->stepped = 1;
 		stats->step = z->step;
 		stats->grad_norm = norm;
 		stats->clip_scale = clip;
 	}
-	return DPG_OK;
+	return 0;
+}
+
+dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats)
+{
+	struct dpg_err e = { { 0 } };
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	return dpg_zedge(z, step(z, lr, stats, &e), &e);
 }
 
 dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem)

@@ -11,37 +11,38 @@
 #include "runtime.h"
 #include "zero_impl.h"
 
-/* Agree on success: every rank passes its own status, all get the worst
- * (the first rank's message stays in each failing rank's context). */
-static dpg_status_t agree(struct dpg_zero *z, dpg_status_t mine, const char *op)
+/* Agree on success: every rank passes its own result (0 or -DPG_ERR_*, its
+ * message in e), all get the worst. */
+static int agree(struct dpg_zero *z, int mine, const char *op, struct dpg_err *e)
 {
-	char saved[DPG_ERR_MSG_MAX];
-	int32_t v = (int32_t)mine;
-	dpg_status_t st;
+	struct dpg_err ae = { { 0 } };
+	int32_t v = -mine;
+	int rc;
 
 	if (dpg_world_size(z->ctx) == 1)
 		return mine;
-	/* the allreduce clears the context's message: keep this rank's */
-	snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
-	st = dpg_zsmall_allreduce(z, dpg_world(z->ctx), &v, DPG_I32, DPG_MAX);
-	if (st != DPG_OK) {
-		snprintf(saved, sizeof(saved), "%s", dpg_last_error(z->ctx));
-		return dpg_zerr(z, st, op, "agreeing on the outcome: %s", saved);
-	}
-	if (mine != DPG_OK)
-		dpg_ctx_seterr(z->ctx, "%s", saved);
-	if (v != DPG_OK && mine == DPG_OK)
-		return dpg_zerr(z, (dpg_status_t)v, op, "another rank failed (%s); see its log",
-			    dpg_strerror((dpg_status_t)v));
+	rc = dpg_zsmall_allreduce(z, dpg_world(z->ctx), &v, DPG_I32, DPG_MAX, &ae);
+	if (rc != 0)
+		return dpg_errs(e, (dpg_status_t)-rc, "%s: agreeing on the outcome: %s %s", op,
+				dpg_ctx_who(z->ctx), ae.msg);
+	if (v != DPG_OK && mine == 0)
+		return dpg_errs(e, (dpg_status_t)v, "%s: another rank failed (%s); see its log",
+				op, dpg_strerror((dpg_status_t)v));
 	return mine;
 }
 
+/* ckpt.c failed with its message in e: st, named by op. */
+static int ckpt_fail(dpg_status_t st, const char *op, struct dpg_err *e)
+{
+	dpg_err_prefix(e, op);
+	return -(int)st;
+}
+
 /* Copy this rank's state arrays to host memory (GPU) or alias them. */
-static dpg_status_t host_state(struct dpg_zero *z, float **h, bool *owned, int dir)
+static int host_state(struct dpg_zero *z, float **h, bool *owned, int dir, struct dpg_err *e)
 {
 	size_t bytes = z->L.shard_numel * sizeof(float);
-	dpg_status_t st;
-	int k;
+	int k, rc;
 
 	*owned = z->mem.on_gpu;
 	for (k = 0; k < z->nstate; k++) {
@@ -51,11 +52,11 @@ static dpg_status_t host_state(struct dpg_zero *z, float **h, bool *owned, int d
 		}
 		h[k] = malloc(bytes ? bytes : 1);
 		if (!h[k])
-			return dpg_zerr(z, DPG_ERR_NOMEM, "zero_save", "out of memory");
-		if (dir == 1 && (st = dpg_zcopy(z, h[k], z->state[k], bytes, 1)) != DPG_OK)
-			return st;
+			return dpg_errs(e, DPG_ERR_NOMEM, "zero_save: out of memory");
+		if (dir == 1 && (rc = dpg_zcopy(z, h[k], z->state[k], bytes, 1, e)) != 0)
+			return rc;
 	}
-	return DPG_OK;
+	return 0;
 }
 
 static void free_host_state(struct dpg_zero *z, float **h, bool owned)
@@ -66,111 +67,138 @@ static void free_host_state(struct dpg_zero *z, float **h, bool owned)
 		free(h[k]);
 }
 
-dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
-			   size_t extra_len)
+/* A writer's part of the save: its shard of the state, on disk. */
+static int save_shard(struct dpg_zero *z, const char *dir, struct dpg_err *e)
+{
+	float *h[DPG_CKPT_MAX_STATE] = { NULL };
+	bool owned = false;
+	int rc;
+
+	if (dpg_ckpt_prepare(dir, z->step, e) != 0)
+		return ckpt_fail(DPG_ERR_SYSTEM, "zero_save", e);
+	rc = host_state(z, h, &owned, 1, e);
+	if (rc == 0 && dpg_ckpt_write_shard(dir, z->step, &z->L, z->r, z->nstate, h, e) != 0)
+		rc = ckpt_fail(DPG_ERR_SYSTEM, "zero_save", e);
+	free_host_state(z, h, owned);
+	return rc;
+}
+
+static int save(struct dpg_zero *z, const char *dir, const void *extra, size_t extra_len,
+		struct dpg_err *e)
 {
 	const char *op = "zero_save";
-	float *h[DPG_CKPT_MAX_STATE] = { NULL };
-	struct dpg_err e = { { 0 } };
-	bool owned = false, writer;
-	dpg_status_t st = DPG_OK;
+	int rc = 0;
 
-	if (!z)
-		return DPG_ERR_INVALID;
-	if ((st = dpg_zneed_committed(z, op)) != DPG_OK)
-		return st;
+	if ((rc = dpg_zneed_committed(z, op, e)) != 0)
+		return rc;
 	if (!dir || !*dir || (extra_len > 0 && !extra))
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "no directory, or extra bytes without a buffer");
+		return dpg_errf(e, "%s: no directory, or extra bytes without a buffer", op);
 	if (z->micro != 0)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "in the middle of an accumulation (%ld of %d "
-			    "micro-steps done): save after dpg_zero_step updated the parameters",
-			    z->micro, z->o.accum_steps);
-	writer = z->rep == NULL || dpg_mesh_coord(z->mesh, 0) == 0;
-	if (writer) {
-		if (dpg_ckpt_prepare(dir, z->step, &e) != 0)
-			st = dpg_zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-		if (st == DPG_OK)
-			st = host_state(z, h, &owned, 1);
-		if (st == DPG_OK && dpg_ckpt_write_shard(dir, z->step, &z->L, z->r, z->nstate,
-							 h, &e) != 0)
-			st = dpg_zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-		free_host_state(z, h, owned);
-	}
-	if ((st = agree(z, st, op)) != DPG_OK)
-		return st;
+		return dpg_errf(e, "%s: in the middle of an accumulation (%ld of %d micro-steps "
+				"done): save after dpg_zero_step updated the parameters", op,
+				z->micro, z->o.accum_steps);
+	if (z->rep == NULL || dpg_mesh_coord(z->mesh, 0) == 0)
+		rc = save_shard(z, dir, e);
+	if ((rc = agree(z, rc, op, e)) != 0)
+		return rc;
 	/* every shard is on disk: what a killed writer left behind can go */
 	if (dpg_rank(z->ctx) == 0)
 		dpg_ckpt_clean_tmp(dir, z->step);
 	if (dpg_rank(z->ctx) == 0 && dpg_ckpt_commit(dir, z->step, &z->L, (int)z->o.optimizer,
-						    z->nstate, extra, extra_len, &e) != 0)
-		st = dpg_zerr(z, DPG_ERR_SYSTEM, op, "%s", e.msg);
-	return agree(z, st, op);
+						    z->nstate, extra, extra_len, e) != 0)
+		rc = ckpt_fail(DPG_ERR_SYSTEM, op, e);
+	return agree(z, rc, op, e);
 }
 
-static dpg_status_t load_local(struct dpg_zero *z, const char *dir,
-			       struct dpg_ckpt_meta *meta)
+dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
+			   size_t extra_len)
+{
+	struct dpg_err e = { { 0 } };
+
+	if (!z)
+		return DPG_ERR_INVALID;
+	return dpg_zedge(z, save(z, dir, extra, extra_len, &e), &e);
+}
+
+static int load_local(struct dpg_zero *z, const char *dir, struct dpg_ckpt_meta *meta,
+		      struct dpg_err *e)
 {
 	const char *op = "zero_load";
 	float *h[DPG_CKPT_MAX_STATE] = { NULL };
-	struct dpg_err e = { { 0 } };
 	bool owned = false;
-	dpg_status_t st;
-	int k;
+	int k, rc;
 
-	if (dpg_ckpt_read_meta(dir, meta, &e) != 0)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
+	if (dpg_ckpt_read_meta(dir, meta, e) != 0)
+		return ckpt_fail(DPG_ERR_INVALID, op, e);
 	if (meta->optimizer != (int)z->o.optimizer)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "checkpoint %s was saved with the %s "
-			    "optimizer, this run uses %s", meta->stepdir,
-			    meta->optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD",
-			    z->o.optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD");
-	if ((st = host_state(z, h, &owned, 0)) != DPG_OK) {
+		return dpg_errf(e, "%s: checkpoint %s was saved with the %s optimizer, this run "
+				"uses %s", op, meta->stepdir,
+				meta->optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD",
+				z->o.optimizer == DPG_OPT_ADAMW ? "AdamW" : "SGD");
+	if ((rc = host_state(z, h, &owned, 0, e)) != 0) {
 		free_host_state(z, h, owned);
-		return st;
+		return rc;
 	}
-	if (dpg_ckpt_read_shard(meta, &z->L, z->r, z->nstate, h, &e) != 0)
-		st = dpg_zerr(z, DPG_ERR_INVALID, op, "%s", e.msg);
-	for (k = 0; owned && st == DPG_OK && k < z->nstate; k++)
-		st = dpg_zcopy(z, z->state[k], h[k], z->L.shard_numel * sizeof(float), 0);
+	if (dpg_ckpt_read_shard(meta, &z->L, z->r, z->nstate, h, e) != 0)
+		rc = ckpt_fail(DPG_ERR_INVALID, op, e);
+	for (k = 0; owned && rc == 0 && k < z->nstate; k++)
+		rc = dpg_zcopy(z, z->state[k], h[k], z->L.shard_numel * sizeof(float), 0, e);
 	free_host_state(z, h, owned);
-	return st;
+	return rc;
+}
+
+/* This rank's part of the load: its shard and the extra bytes. */
+static int load_shard(struct dpg_zero *z, const char *dir, void *extra, size_t extra_cap,
+		      size_t *extra_len, long *step, struct dpg_err *e)
+{
+	struct dpg_ckpt_meta meta;
+	int rc;
+
+	memset(&meta, 0, sizeof(meta));
+	rc = load_local(z, dir, &meta, e);
+	if (rc == 0 && meta.extra_len > 0 && meta.extra_len > extra_cap)
+		rc = dpg_errf(e, "zero_load: checkpoint %s holds %zu extra bytes, the buffer has "
+			      "room for %zu", meta.stepdir, meta.extra_len, extra_cap);
+	if (rc == 0) {
+		if (meta.extra_len > 0)
+			memcpy(extra, meta.extra, meta.extra_len);
+		if (extra_len)
+			*extra_len = meta.extra_len;
+		*step = meta.step;
+	}
+	dpg_ckpt_meta_free(&meta);
+	return rc;
+}
+
+static int load(struct dpg_zero *z, const char *dir, void *extra, size_t extra_cap,
+		size_t *extra_len, struct dpg_err *e)
+{
+	const char *op = "zero_load";
+	long step = 0;
+	int rc;
+
+	if ((rc = dpg_zneed_committed(z, op, e)) != 0)
+		return rc;
+	if (!dir || !*dir)
+		return dpg_errf(e, "%s: no directory", op);
+	rc = load_shard(z, dir, extra, extra_cap, extra_len, &step, e);
+	if ((rc = agree(z, rc, op, e)) != 0)
+		return rc;
+	z->step = step;
+	z->micro = 0;
+	if ((rc = dpg_zclear_grads(z, e)) != 0)
+		return rc;
+	for (int u = 0; u < z->L.nunits; u++)
+		dpg_zrelease(z, u);
+	return dpg_zpublish(z, e);
 }
 
 dpg_status_t dpg_zero_load(dpg_zero_t *z, const char *dir, void *extra,
 			   size_t extra_cap, size_t *extra_len)
 {
-	const char *op = "zero_load";
-	struct dpg_ckpt_meta meta;
-	dpg_status_t st;
-	long step = 0;
+	struct dpg_err e = { { 0 } };
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	if ((st = dpg_zneed_committed(z, op)) != DPG_OK)
-		return st;
-	if (!dir || !*dir)
-		return dpg_zerr(z, DPG_ERR_INVALID, op, "no directory");
-	memset(&meta, 0, sizeof(meta));
-	st = load_local(z, dir, &meta);
-	if (st == DPG_OK && meta.extra_len > 0 && meta.extra_len > extra_cap)
-		st = dpg_zerr(z, DPG_ERR_INVALID, op, "checkpoint %s holds %zu extra bytes, the "
-			  "buffer has room for %zu", meta.stepdir, meta.extra_len, extra_cap);
-	if (st == DPG_OK) {
-		if (meta.extra_len > 0)
-			memcpy(extra, meta.extra, meta.extra_len);
-		if (extra_len)
-			*extra_len = meta.extra_len;
-		step = meta.step;
-	}
-	dpg_ckpt_meta_free(&meta);
-	if ((st = agree(z, st, op)) != DPG_OK)
-		return st;
-	z->step = step;
-	z->micro = 0;
-	if ((st = dpg_zclear_grads(z)) != DPG_OK)
-		return st;
-	for (int u = 0; u < z->L.nunits; u++)
-		if ((st = dpg_zero_release(z, u)) != DPG_OK)
-			return st;
-	return dpg_zpublish(z);
+	return dpg_zedge(z, load(z, dir, extra, extra_cap, extra_len, &e), &e);
 }

@@ -65,7 +65,6 @@ struct dpg_zero {
 	struct zunit *u;
 	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
 	struct dpg_zmem mem;	/* where the buffers live; stage 3's gather buffer pool */
-	struct dpg_err merr;	/* the last zero_mem failure (main thread only) */
 	struct prefetch pf;
 	/* accounting */
 	size_t param_bytes, grad_bytes, optim_bytes;
@@ -73,23 +72,27 @@ struct dpg_zero {
 	unsigned __int128 det_sumsq;	/* deterministic: this rank's sum of squares */
 };
 
-/* The statuses below are dpg_status_t values with the message in the
- * model's context (dpg_ctx_seterr), as the public calls return them. */
+/* The helpers below follow lib/'s convention (err.h): 0 or a negated
+ * dpg_status_t, with "OP: message" in the caller's struct dpg_err.  The
+ * public calls turn that into their status once, at the edge (dpg_zedge),
+ * which records "WHO OP: message" in the model's context. */
 
-/* Record "WHO OP: MESSAGE" in z's context; returns st. */
-dpg_status_t dpg_zerr(struct dpg_zero *z, dpg_status_t st, const char *op,
-		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* DPG_ERR_INVALID unless dpg_zero_commit ran. */
-dpg_status_t dpg_zneed_committed(struct dpg_zero *z, const char *op);
+/* The edge: rc (0 or -DPG_ERR_*) as the public status, e's message in z's
+ * context. */
+dpg_status_t dpg_zedge(struct dpg_zero *z, int rc, const struct dpg_err *e);
+/* -DPG_ERR_INVALID unless dpg_zero_commit ran. */
+int dpg_zneed_committed(struct dpg_zero *z, const char *op, struct dpg_err *e);
 /* host <-> z's buffers (dir 0: into the buffer, 1: out of it) */
-dpg_status_t dpg_zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes,
-		       int dir);
+int dpg_zcopy(struct dpg_zero *z, void *dst, const void *src, size_t bytes, int dir,
+	      struct dpg_err *e);
 /* An allreduce of one host value over comm (through device memory on the GPU). */
-dpg_status_t dpg_zsmall_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host,
-				  dpg_dtype_t dt, dpg_op_t op);
+int dpg_zsmall_allreduce(struct dpg_zero *z, dpg_comm_t *comm, void *host, dpg_dtype_t dt,
+			 dpg_op_t op, struct dpg_err *e);
 /* Forget the gradients of the current optimizer step. */
-dpg_status_t dpg_zclear_grads(struct dpg_zero *z);
+int dpg_zclear_grads(struct dpg_zero *z, struct dpg_err *e);
+/* Give back unit's gathered parameters (stage 3; a committed model, a valid unit). */
+void dpg_zrelease(struct dpg_zero *z, int unit);
 /* Working parameters from the master shard (stages 1-2: all-gathered). */
-dpg_status_t dpg_zpublish(struct dpg_zero *z);
+int dpg_zpublish(struct dpg_zero *z, struct dpg_err *e);
 
 #endif

@@ -970,7 +970,7 @@ static void test_bad_arguments(void **st)
 	assert_int_equal(dpg_ckpt_stepdir(f->dir, 1, small, sizeof(small), &e), -1);
 	assert_has(e.msg, "longer than");
 	/* a step directory that does not exist */
-	assert_int_equal(dpg_ckpt_write_shard(f->dir, 9, &L, 0, 3, s.a, &e), -1);
+	assert_int_equal(dpg_ckpt_write_shard(f->dir, 9, &L, 0, 3, s.a, &e), -DPG_ERR_SYSTEM);
 	assert_has(e.msg, "step-00000009/shard-00000.tmp.");
 	/* prepare over a plain file */
 	sub(path, f->dir, "file");
