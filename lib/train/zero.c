@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "ckpt.h"
-#include "backend.h"
 #include "detsum.h"
 #include "dpg_zero.h"
 #include "optim.h"
@@ -161,6 +160,7 @@ static void *pf_main(void *arg)
 	for (;;) {
 		struct dpg_err e = { { 0 } };
 		const struct dpg_zunit *U;
+		uint64_t seq = 0;
 		int u, rc;
 
 		pthread_mutex_lock(&pf->mu);
@@ -175,18 +175,17 @@ static void *pf_main(void *arg)
 		pthread_mutex_unlock(&pf->mu);
 
 		U = &z->L.u[u];
-		/* the context's last error belongs to the main thread: call the
-		 * backend directly and keep the message here */
+		/* the context's last error belongs to the main thread: the
+		 * runtime's thread-side all_gather keeps the message here */
 		rc = pf->st != DPG_OK ? -(int)pf->st :
-		     pf->comm->ops->all_gather(pf->comm, (char *)z->param_shard + U->shard_off * z->ps,
-					       z->u[u].full, U->shard, z->o.param_dtype, NULL, &e);
-		pf->comm->seq++;
+		     dpg_rt_all_gather(pf->comm, (char *)z->param_shard + U->shard_off * z->ps,
+				       z->u[u].full, U->shard, z->o.param_dtype, &seq, &e);
 
 		pthread_mutex_lock(&pf->mu);
 		if (rc != 0 && pf->st == DPG_OK) {
 			pf->st = rc < 0 ? (dpg_status_t)-rc : DPG_ERR_BACKEND;
 			snprintf(pf->msg, sizeof(pf->msg), "gather of unit %d (prefetch, all_gather "
-				 "#%" PRIu64 " on %.60s): %.380s", u, pf->comm->seq - 1, pf->comm->name,
+				 "#%" PRIu64 " on %.60s): %.380s", u, seq, dpg_rt_comm_name(pf->comm),
 				 e.msg[0] ? e.msg : dpg_strerror(pf->st));
 		}
 		z->u[u].gstate = rc == 0 ? UG_READY : UG_FAILED;
