@@ -37,17 +37,16 @@ st_werror() (
 	mkdir -p build/werror && cd build/werror &&
 	../../configure CFLAGS="$werror_flags" && make -j2 && make -j2 extra-programs
 )
-st_unit() { make -C build/werror -j2 check || { cat build/werror/tests/unit/*.log; return 1; }; }
+st_unit() { make -C build/werror -j2 check || { find build/werror/tests/unit -name '*.log' -exec cat {} +; return 1; }; }
 st_asan() (
 	mkdir -p build/asan && cd build/asan &&
 	../../configure --without-slurm --without-cuda CFLAGS="$san_flags" LDFLAGS="-fsanitize=address,undefined" &&
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 make -j2 check ||
-	{ cat tests/unit/*.log; exit 1; }
+	{ find tests/unit -name '*.log' -exec cat {} +; exit 1; }
 )
 st_valgrind() {
 	local t rc=0 n=0
-	for t in build/werror/tests/unit/test_*; do
-		[ -x "$t" ] && [ "${t%.*}" = "$t" ] || continue
+	for t in $(find build/werror/tests/unit -name 'test_*' -type f -perm -u+x ! -name '*.*' ! -path '*/.libs/*' | sort); do
 		n=$((n + 1))
 		if build/werror/libtool --mode=execute valgrind -q --error-exitcode=99 \
 			--leak-check=full --errors-for-leak-kinds=definite,indirect "$t" >/dev/null; then

@@ -3,7 +3,7 @@
  *
  *   faults [--list] [--md FILE] [--logdir DIR] [--timeout S] [CASE...]
  *
- * Every case forks its ranks exactly as tests/unit/test_runtime.c does
+ * Every case forks its ranks exactly as tests/unit/runtime/test_init.c does
  * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a
  * free MASTER_PORT, DPG_SECRET, DPG_TIMEOUT, DPG_BACKEND=cpu; SLURMD_NODENAME
  * gives each rank a "node": one name for all = shared memory, one per rank =

@@ -1,5 +1,5 @@
 /* test_shm.c - unit tests for lib/runtime/cpu/shm.c used directly (not
- * through the CPU backend, which test_coll.c covers): bad arguments, the
+ * through the CPU backend, which test_cpu_backend.c covers): bad arguments, the
  * segment's name in /dev/shm and its removal, a peer's bad or missing
  * segment, mismatched settings, the pipes, the failure word, dpg_fail_format
  * and a dead or absent local rank noticed in bounded time.

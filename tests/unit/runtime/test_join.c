@@ -1,4 +1,4 @@
-/* test_joinenv.c - unit tests for lib/joinenv.c: every source of the rank
+/* test_join.c - unit tests for lib/runtime/join.c: every source of the rank
  * contract (options, DPG_*, torchrun, SLURM_*, Open MPI, PMI), their
  * precedence, nested launchers and every inconsistency it must refuse. */
 #include <stdarg.h>

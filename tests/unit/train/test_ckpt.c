@@ -1,4 +1,4 @@
-/* test_ckpt.c - unit tests for lib/ckpt.c: save at 1-4 ranks and load at 1-5
+/* test_ckpt.c - unit tests for lib/train/ckpt.c: save at 1-4 ranks and load at 1-5
  * (resharding), round trips, corruption, hostile files, other models, bad
  * latest pointers, a crash between the shards and the commit.
  *
@@ -26,7 +26,7 @@
 #define MAXP 8
 #define PATHLEN 1024
 
-/* Offsets in the version-1 formats (see lib/ckpt.c). */
+/* Offsets in the version-1 formats (see lib/train/ckpt.c). */
 #define META_NRANKS 12
 #define META_STEP 16
 #define META_NSTATE 28

@@ -1,5 +1,6 @@
 /* test_port_collisions.c - seeded simulation of a shared-node GPU cluster that
- * measures MASTER_PORT collision rates of dpg's formula against other schemes. */
+ * measures MASTER_PORT collision rates of dpg's formula (lib/common/port.c)
+ * against other schemes. */
 
 /* Model (one deterministic discrete-event run per scenario):
  * - jobs arrive as a Poisson process; job ids start at 4,000,000 and advance

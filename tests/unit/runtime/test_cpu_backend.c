@@ -1,7 +1,8 @@
-/* test_coll.c - unit tests for the CPU collectives: lib/reduce.{h,c} (the
- * f16/bf16 conversions and the combine kernels), lib/shm.c and
- * lib/runtime/cpu/ (cpu_backend, ring, shm).  The collective tests fork N rank processes that meet
- * through a real rendezvous store (lib/store.c, served by this process) and
+/* test_cpu_backend.c - unit tests for the CPU collectives, lib/runtime/cpu/:
+ * reduce.{h,c} (the f16/bf16 conversions and the combine kernels), shm.c,
+ * ring.c and cpu_backend.c.  The collective tests fork N rank processes that
+ * meet through a real rendezvous store (lib/runtime/store_*.c, served by this
+ * process) and
  * check every collective x dtype x op against a sequential reference, over
  * shared memory, TCP and mixtures of both; others kill a rank mid-call or
  * let a rank never call and check that the survivors fail promptly with

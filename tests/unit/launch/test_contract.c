@@ -1,4 +1,4 @@
-/* test_contract.c - unit tests for lib/contract.c: from a task's SLURM_*
+/* test_contract.c - unit tests for lib/launch/contract.c: from a task's SLURM_*
  * environment (a table-backed getenv) to the exported rank contract. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
-/* test_store.c - unit tests for lib/store.c and lib/sha256.c: the operations,
- * blocking and deadlines, concurrency, authentication and hostile peers. */
+/* test_store.c - unit tests for the rendezvous store, lib/runtime/store_*.c,
+ * and lib/runtime/sha256.c: the operations, blocking and deadlines, concurrency, authentication and hostile peers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

@@ -1,7 +1,8 @@
-/* test_runtime.c - multi-process tests of libdpg's public API on the CPU
- * backend: every test forks N ranks that join through the environment
- * (RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT, DPG_SECRET)
- * exactly as tasks of a job would. */
+/* test_init.c - multi-process tests of libdpg's public API (dpg_init /
+ * dpg_finalize, the collectives, split and mesh: lib/runtime/init.c, coll.c,
+ * comm.c and mesh.c) on the CPU backend: every test forks N ranks that join
+ * through the environment (RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free
+ * MASTER_PORT, DPG_SECRET) exactly as tasks of a job would. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -32,7 +33,7 @@
 
 /* ------------------------------------------------ helpers run in children */
 
-#include "ranks.h"
+#include "../ranks.h"
 
 /* ------------------------------------------------ init / finalize */
 

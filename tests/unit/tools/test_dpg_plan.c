@@ -1,5 +1,6 @@
-/* test_cli.c - runs the built dpg-plan (DPG_PLAN_PATH) in a child process
- * and checks its output, exit status and messages for each mode. */
+/* test_dpg_plan.c - tests of tools/dpg_plan.c, the dpg-plan command: runs
+ * the built dpg-plan (DPG_PLAN_PATH) in a child process and checks its
+ * output, exit status and messages for each mode. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

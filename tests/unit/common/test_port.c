@@ -1,4 +1,4 @@
-/* test_port.c - unit tests for lib/port.c: the MASTER_PORT formula, its
+/* test_port.c - unit tests for lib/common/port.c: the MASTER_PORT formula, its
  * stride, and the parsers for port ranges, single ports and RESV_PORTS. */
 #include <stdarg.h>
 #include <stddef.h>

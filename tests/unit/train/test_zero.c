@@ -1,4 +1,4 @@
-/* test_zero.c - the sharded data-parallel step (dpg_zero_*) on the CPU
+/* test_zero.c - the sharded data-parallel step (dpg_zero_*: lib/train/zero*.c) on the CPU
  * backend: equivalence across world sizes and stages, determinism, memory
  * per rank (the ZeRO formula), accumulation, hybrid sharding, checkpoints
  * resharded on load, and the errors.  Ranks are forked processes that join
@@ -23,7 +23,7 @@
 #define SECRET_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define MAX_RANKS 8
 
-#include "ranks.h"
+#include "../ranks.h"
 
 /* ------------------------------------------------ the model under test */
 

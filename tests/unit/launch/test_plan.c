@@ -1,6 +1,6 @@
-/* test_plan.c - unit tests for lib/topo.c and lib/plan.c: loading hwloc XML
- * (our hand-written fixtures, and the real machines' files in
- * shared/topologies when present), GPU/NIC recognition, PCI nearness, and
+/* test_plan.c - unit tests for lib/launch/topo.c and lib/launch/plan*.c:
+ * loading hwloc XML (our hand-written fixtures, and the real machines' files
+ * in shared/topologies when present), GPU/NIC recognition, PCI nearness, and
  * the binding plans: disjoint local cpusets, close GPU groups, NIC choice,
  * allocation subsets, sharing, CPU-only tasks, errors and determinism.
  *

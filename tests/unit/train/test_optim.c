@@ -1,4 +1,4 @@
-/* test_optim.c - lib/optim.{h,c} (AdamW, SGD, sumsq, bf16) and lib/train/schedule.c
+/* test_optim.c - lib/train/optim.{h,c} (AdamW, SGD, sumsq, bf16) and lib/train/schedule.c
  * against independent double-precision references and hand-computed values. */
 
 /* The element functions as the GPU computes them (nvcc --fmad=false): no

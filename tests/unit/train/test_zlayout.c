@@ -1,4 +1,4 @@
-/* test_zlayout.c - the sharded model's layout (lib/zlayout.c): padding to
+/* test_zlayout.c - the sharded model's layout (lib/train/zlayout.c): padding to
  * any group size, shard offsets, ownership ranges and the refusals. */
 #include <stdarg.h>
 #include <stddef.h>

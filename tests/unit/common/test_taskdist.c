@@ -1,4 +1,4 @@
-/* test_taskdist.c - unit tests for lib/taskdist.c: tasks-per-node strings,
+/* test_taskdist.c - unit tests for lib/common/taskdist.c: tasks-per-node strings,
  * distribution names, and block/cyclic/plane rank layouts including errors. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* test_conf.c - unit tests for lib/conf.c: defaults, every plugstack.conf
+/* test_conf.c - unit tests for lib/launch/conf.c: defaults, every plugstack.conf
  * key with good and bad values, dpg_conf_parse and the master_addr= rule. */
 #include <stdarg.h>
 #include <stddef.h>

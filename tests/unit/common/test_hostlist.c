@@ -1,4 +1,4 @@
-/* test_hostlist.c - unit tests for lib/hostlist.c: forms, padding, order, limits, hostile input.
+/* test_hostlist.c - unit tests for lib/common/hostlist.c: forms, padding, order, limits, hostile input.
  * With DPG_TEST_LIBSLURM=1 also a differential test against libslurm's own hostlist. */
 #include <stdarg.h>
 #include <stddef.h>
