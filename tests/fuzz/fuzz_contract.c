@@ -1,6 +1,6 @@
 /* fuzz_contract.c - libFuzzer harness for lib/contract.c: a task's
  * environment is built from the input, one "NAME=VALUE" per line, and looked
- * up through a table-backed getenv (as in tests/unit/test_contract.c).
+ * up through a table-backed getenv (as in tests/unit/launch/test_contract.c).
  * Two kinds of special lines steer the rest:
  *   "@key=value"   a plugstack.conf argument (dpg_conf_parse_arg, errors ignored)
  *   "!gpus=N" / "!port=P" / "!verbose" / "!bind=X" / "!vis=X"  the request

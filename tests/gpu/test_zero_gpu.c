@@ -13,7 +13,7 @@
  *     reduction once): K steps of a synthetic model whose gradients are
  *     computed on the host from the gathered parameters, against a
  *     single-process reference on the CPU backend (the tolerances of
- *     tests/unit/test_zero.c), the parameters moved; a checkpoint saved
+ *     tests/unit/train/test_zero.c), the parameters moved; a checkpoint saved
  *     after 3 steps loads into a fresh model with the same bits, and the
  *     resumed run ends where the uninterrupted one did.
  *
@@ -459,7 +459,7 @@ static void kernels_main(void)
 
 /* ================================================= part 2: the sharded step */
 
-/* the model: tests/unit/test_zero.c's */
+/* the model: tests/unit/train/test_zero.c's */
 #define NP 6
 static const size_t P_NUMEL[NP] = { 37, 5, 130, 1, 64, 19 };
 static const int P_UNIT[NP] = { 0, 0, 1, 1, 2, 2 };
