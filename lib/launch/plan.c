@@ -432,44 +432,38 @@ static void unit_pus(const struct ctx *cx, const struct unit *u,
 }
 
 /* Units (usable cores, or PUs when tasks outnumber cores) and their tree. */
-static int build_units(struct ctx *cx)
+/* Usable cores and PUs; one unit per core, or per PU when the tasks
+ * outnumber the cores. */
+static bool count_units(struct ctx *cx)
 {
 	const struct dpg_topo *t = cx->t;
-	uint32_t ncores = 0, npus = 0, c, i, j;
-	bool pu_mode;
-	uint32_t *cell_of = NULL;
+	uint32_t ncores = 0, npus = 0;
 
-	for (c = 0; c < t->ncores; c++) {
+	for (uint32_t c = 0; c < t->ncores; c++) {
 		const struct dpg_core *k = &t->cores[c];
 		uint32_t n = 0;
 
-		for (i = 0; i < k->npus; i++)
+		for (uint32_t i = 0; i < k->npus; i++)
 			if (dpg_cpuset_isset(&cx->usable, t->pus[k->pu_first + i]))
 				n++;
 		if (n > 0)
 			ncores++;
 		npus += n;
 	}
-	pu_mode = cx->req->ntasks > ncores;
-	cx->nunits = pu_mode ? npus : ncores;
-	if (cx->nunits == 0)
-		return dpg_errf(cx->err, "no usable CPU on this node");
-	cx->units = calloc(cx->nunits, sizeof(*cx->units));
-	cx->cell_units = calloc(cx->nunits, sizeof(*cx->cell_units));
-	cx->cells = calloc(cx->nunits, sizeof(*cx->cells));
-	cx->pkgs = calloc(cx->nunits, sizeof(*cx->pkgs));
-	cell_of = calloc(cx->nunits, sizeof(*cell_of));
-	if (cx->units == NULL || cx->cell_units == NULL || cx->cells == NULL ||
-	    cx->pkgs == NULL || cell_of == NULL) {
-		free(cell_of);
-		return dpg_errf(cx->err, "out of memory (%u CPU units)", cx->nunits);
-	}
-	j = 0;
-	for (c = 0; c < t->ncores; c++) {
+	cx->nunits = cx->req->ntasks > ncores ? npus : ncores;
+	return cx->req->ntasks > ncores;
+}
+
+static void list_units(struct ctx *cx, bool pu_mode)
+{
+	const struct dpg_topo *t = cx->t;
+	uint32_t j = 0;
+
+	for (uint32_t c = 0; c < t->ncores; c++) {
 		const struct dpg_core *k = &t->cores[c];
 		bool any = false;
 
-		for (i = 0; i < k->npus; i++) {
+		for (uint32_t i = 0; i < k->npus; i++) {
 			unsigned pu = t->pus[k->pu_first + i];
 
 			if (!dpg_cpuset_isset(&cx->usable, pu))
@@ -484,9 +478,13 @@ static int build_units(struct ctx *cx)
 			any = true;
 		}
 	}
-	/* packages and cells in order of first appearance */
-	for (i = 0; i < cx->nunits; i++) {
-		const struct dpg_core *k = &t->cores[cx->units[i].core];
+}
+
+/* Packages and cells in order of first appearance; cell_of[i] = unit i's. */
+static void find_cells(struct ctx *cx, uint32_t *cell_of)
+{
+	for (uint32_t i = 0; i < cx->nunits; i++) {
+		const struct dpg_core *k = &cx->t->cores[cx->units[i].core];
 		uint32_t pk, ce;
 
 		for (pk = 0; pk < cx->npkgs; pk++)
@@ -509,48 +507,83 @@ static int build_units(struct ctx *cx)
 		cx->cells[ce].n++;
 		cell_of[i] = ce;
 	}
-	/* cells grouped by package (stable), then their unit lists */
-	{
-		struct cell *sorted = calloc(cx->ncells, sizeof(*sorted));
-		uint32_t *newidx = calloc(cx->ncells, sizeof(*newidx));
-		uint32_t pk, ce, o = 0, *fill;
+}
 
-		if (sorted == NULL || newidx == NULL) {
-			free(sorted);
-			free(newidx);
-			free(cell_of);
-			return dpg_errf(cx->err, "out of memory (%u CPU cells)", cx->ncells);
+/* Cells grouped by package (stable); newidx[old cell] = its new index. */
+static int sort_cells(struct ctx *cx, uint32_t *newidx)
+{
+	struct cell *sorted = calloc(cx->ncells, sizeof(*sorted));
+	uint32_t o = 0;
+
+	if (sorted == NULL)
+		return dpg_errf(cx->err, "out of memory (%u CPU cells)", cx->ncells);
+	for (uint32_t pk = 0; pk < cx->npkgs; pk++) {
+		cx->pkgs[pk].first_cell = o;
+		for (uint32_t ce = 0; ce < cx->ncells; ce++) {
+			if (cx->cells[ce].tpkg != (int)pk)
+				continue;
+			newidx[ce] = o;
+			sorted[o++] = cx->cells[ce];
 		}
-		for (pk = 0; pk < cx->npkgs; pk++) {
-			cx->pkgs[pk].first_cell = o;
-			for (ce = 0; ce < cx->ncells; ce++) {
-				if (cx->cells[ce].tpkg != (int)pk)
-					continue;
-				newidx[ce] = o;
-				sorted[o++] = cx->cells[ce];
-			}
-			cx->pkgs[pk].ncells = o - cx->pkgs[pk].first_cell;
-		}
-		memcpy(cx->cells, sorted, cx->ncells * sizeof(*sorted));
-		free(sorted);
-		o = 0;
-		for (ce = 0; ce < cx->ncells; ce++) {
-			cx->cells[ce].first = o;
-			o += cx->cells[ce].n;
-		}
-		/* reuse newidx's slots as fill counters after remapping */
-		for (i = 0; i < cx->nunits; i++)
-			cell_of[i] = newidx[cell_of[i]];
-		fill = newidx;
-		memset(fill, 0, cx->ncells * sizeof(*fill));
-		for (i = 0; i < cx->nunits; i++) {
-			ce = cell_of[i];
-			cx->cell_units[cx->cells[ce].first + fill[ce]++] = i;
-		}
-		free(newidx);
+		cx->pkgs[pk].ncells = o - cx->pkgs[pk].first_cell;
 	}
-	free(cell_of);
+	memcpy(cx->cells, sorted, cx->ncells * sizeof(*sorted));
+	free(sorted);
 	return 0;
+}
+
+/* Each cell's unit list, in unit order, after the cells were sorted. */
+static int fill_cells(struct ctx *cx, uint32_t *cell_of)
+{
+	uint32_t *newidx = calloc(cx->ncells, sizeof(*newidx));
+	uint32_t o = 0;
+
+	if (newidx == NULL)
+		return dpg_errf(cx->err, "out of memory (%u CPU cells)", cx->ncells);
+	if (sort_cells(cx, newidx) != 0) {
+		free(newidx);
+		return -1;
+	}
+	for (uint32_t ce = 0; ce < cx->ncells; ce++) {
+		cx->cells[ce].first = o;
+		o += cx->cells[ce].n;
+	}
+	for (uint32_t i = 0; i < cx->nunits; i++)
+		cell_of[i] = newidx[cell_of[i]];
+	/* newidx's slots become fill counters */
+	memset(newidx, 0, cx->ncells * sizeof(*newidx));
+	for (uint32_t i = 0; i < cx->nunits; i++) {
+		uint32_t ce = cell_of[i];
+
+		cx->cell_units[cx->cells[ce].first + newidx[ce]++] = i;
+	}
+	free(newidx);
+	return 0;
+}
+
+static int build_units(struct ctx *cx)
+{
+	bool pu_mode = count_units(cx);
+	uint32_t *cell_of;
+	int rc;
+
+	if (cx->nunits == 0)
+		return dpg_errf(cx->err, "no usable CPU on this node");
+	cx->units = calloc(cx->nunits, sizeof(*cx->units));
+	cx->cell_units = calloc(cx->nunits, sizeof(*cx->cell_units));
+	cx->cells = calloc(cx->nunits, sizeof(*cx->cells));
+	cx->pkgs = calloc(cx->nunits, sizeof(*cx->pkgs));
+	cell_of = calloc(cx->nunits, sizeof(*cell_of));
+	if (cx->units == NULL || cx->cell_units == NULL || cx->cells == NULL ||
+	    cx->pkgs == NULL || cell_of == NULL) {
+		free(cell_of);
+		return dpg_errf(cx->err, "out of memory (%u CPU units)", cx->nunits);
+	}
+	list_units(cx, pu_mode);
+	find_cells(cx, cell_of);
+	rc = fill_cells(cx, cell_of);
+	free(cell_of);
+	return rc;
 }
 
 /* Where the task's GPUs are, as a node of the CPU tree. */
