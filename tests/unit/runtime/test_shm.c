@@ -1,6 +1,6 @@
 /* test_shm.c - unit tests for lib/runtime/cpu/shm.c used directly (not
  * through the CPU backend, which test_cpu_backend.c covers): bad arguments, the
- * segment's name in /dev/shm and its removal, a peer's bad or missing
+ * segment's name and its removal once all have attached, a peer's bad or missing
  * segment, mismatched settings, the pipes, the failure word, dpg_fail_format
  * and a dead or absent local rank noticed in bounded time; a corrupt failure
  * word, a full /dev/shm (a 1 MiB tmpfs in a private mount namespace) and
@@ -351,6 +351,38 @@ static void test_fail_format(void **state)
 	assert_int_equal(dpg_fail_format(&t[0].f, 0, hosts, NULL), -DPG_ERR_PEER);
 }
 
+/* Which failures may be used (their indices are then safe for an array of
+ * nranks); the messages of the two protocol errors. */
+static void test_fail_valid(void **state)
+{
+	static const char *const hosts[] = { "n0", "n1" };
+	static const struct { struct dpg_fail f; bool ok; } t[] = {
+		{ { DPG_FAIL_EXITED, 1, 0 }, true }, { { DPG_FAIL_TIMEOUT, -1, 1 }, true },
+		{ { DPG_FAIL_CLOSED, 1, -1 }, true }, { { DPG_FAIL_WAITING, 0, 1 }, true },
+		{ { DPG_FAIL_BADWORD, -1, 1 }, true }, { { DPG_FAIL_BADNOTICE, 1, -1 }, true },
+		{ { DPG_FAIL_BADNOTICE, -1, 0 }, false }, { { DPG_FAIL_NONE, 0, 0 }, false },
+		{ { 99, 0, 0 }, false }, { { -3, 0, 0 }, false },
+		{ { DPG_FAIL_EXITED, 2, 0 }, false }, { { DPG_FAIL_EXITED, -2, 0 }, false },
+		{ { DPG_FAIL_EXITED, 0, 2 }, false }, { { DPG_FAIL_EXITED, 0, -2 }, false },
+		{ { DPG_FAIL_EXITED, 0x7fffffff, 0 }, false },
+		{ { DPG_FAIL_EXITED, 0, (int)0x80000000u }, false },
+	};
+	struct dpg_err err;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		assert_int_equal(dpg_fail_valid(&t[i].f, 2), t[i].ok);
+	assert_int_equal(dpg_fail_format(&(struct dpg_fail){ DPG_FAIL_BADWORD, -1, 1 }, 0,
+					 hosts, &err), -DPG_ERR_PEER);
+	assert_string_equal(err.msg, "protocol error: the node's shared segment holds an "
+			    "invalid failure word (corrupt, or written by another process) "
+			    "(reported by rank 1)");
+	assert_int_equal(dpg_fail_format(&(struct dpg_fail){ DPG_FAIL_BADNOTICE, 1, -1 }, 0,
+					 hosts, &err), -DPG_ERR_PEER);
+	assert_string_equal(err.msg, "protocol error: peer rank 1 (n1) sent an invalid "
+			    "failure notice");
+}
+
 /* The segment is /dev/shm/dpg.<creator pid>.<hex>, published under the key;
  * it works after dpg_shm_unlink removed the name; close cleans up. */
 static int lifecycle_rank(struct rk *r)
@@ -371,9 +403,10 @@ static int lifecycle_rank(struct rk *r)
 	snprintf(prefix, sizeof(prefix), "/dpg.%d.", (int)r->pids[0]);
 	CHK(len == strlen(val) + 1 && strncmp(val, prefix, strlen(prefix)) == 0 &&
 	    strlen(val) == strlen(prefix) + 8, "segment name '%s'", (char *)val);
-	CHK(dev_shm_has(val), "%s not in /dev/shm", (char *)val);
 	CHK(dpg_shm_oversubscribed(s), "oversub = 1 not kept");
 	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	/* every local rank has attached: the last one removed the name */
+	CHK(!dev_shm_has(val), "%s still in /dev/shm once all attached", (char *)val);
 	dpg_shm_unlink(s);		/* every rank: only the creator's counts */
 	dpg_shm_unlink(s);		/* twice: harmless */
 	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
@@ -816,9 +849,21 @@ static int badword_rank(struct rk *r)
 	CHK(strstr(err.msg, "failure word") != NULL && strstr(err.msg, "invalid") != NULL,
 	    "message: %s", err.msg);
 	w = wait_for(5000, NULL);
-	rc = dpg_shm_barrier(s, &w, &err);
-	CHK(rc == -DPG_ERR_PEER, "barrier: %d %s", rc, err.msg);
-	CHK(strstr(err.msg, "failure word") != NULL, "message: %s", err.msg);
+	rc = dpg_shm_barrier(s, &w, &err);	/* 0 when nobody has to wait */
+	CHK(rc == -DPG_ERR_PEER || rc == 0, "barrier: %d %s", rc, err.msg);
+	CHK(rc == 0 || strstr(err.msg, "failure word") != NULL, "message: %s", err.msg);
+	CHK(post(r, r->rank == 0 ? "bar0" : "bar1") == 0, "post");
+	CHK(await(r, r->rank == 0 ? "bar1" : "bar0") == 0, "await");
+	if (r->rank == 0) {	/* rank 1 is not coming: the wait reads the word */
+		int64_t t0 = dpg_now_ms();
+
+		w = wait_for(5000, NULL);
+		rc = dpg_shm_barrier(s, &w, &err);
+		CHK(rc == -DPG_ERR_PEER, "barrier 2: %d %s", rc, err.msg);
+		CHK(strstr(err.msg, "failure word") != NULL, "message: %s", err.msg);
+		CHK(dpg_now_ms() - t0 < 2000, "noticed after %lld ms",
+		    (long long)(dpg_now_ms() - t0));
+	}
 	if (base != MAP_FAILED)
 		munmap(base, 4096);
 	CHK(post(r, r->rank == 0 ? "done0" : "done1") == 0, "post");
@@ -964,6 +1009,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_bad_args),
 		cmocka_unit_test(test_fail_format),
+		cmocka_unit_test(test_fail_valid),
 		cmocka_unit_test(test_segment_lifecycle),
 		cmocka_unit_test(test_close_unlinks),
 		cmocka_unit_test(test_bad_peer_segment),
