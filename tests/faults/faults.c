@@ -2447,6 +2447,100 @@ static void c_kill_ckpt_save(struct fcase *fc)
 
 /* ================================================================ driver */
 
+/* ---------------------------------------------------------------- SIGTERM in rendezvous */
+
+/* Whether /dev/shm holds a dpg segment created by pid. */
+static bool seg_of(pid_t pid)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+	bool found = false;
+
+	if (d == NULL)
+		return false;
+	while (!found && (de = readdir(d)) != NULL) {
+		int p;
+
+		found = sscanf(de->d_name, "dpg.%d.", &p) == 1 && p == (int)pid;
+	}
+	closedir(d);
+	return found;
+}
+
+/* One try: 0 judged, 1 the stop came too late (retry), -1 failed. */
+static int term_try(struct fcase *fc)
+{
+	struct wcfg w = { .kind = W_INIT, .hold_rank = -1 };
+	struct rspec rs = { .world = 3, .port = free_port(), .secret = SECRET_A,
+			    .node = "fnode0", .lsize = 2, .timeout_s = g_timeout, .w = w };
+	int sl[3], tl[2];
+	double until, t_seg;
+
+	rs.rank = rs.lrank = 0;
+	sl[0] = spawn(fc, &rs);
+	rs.rank = rs.lrank = 1;
+	sl[1] = spawn(fc, &rs);
+	rs.rank = 2;
+	rs.lrank = 0;
+	rs.lsize = 1;
+	rs.node = "fnode1";
+	sl[2] = spawn(fc, &rs);
+	until = mono() + g_timeout;
+	while (!seg_of(fc->pid[sl[0]]) && mono() < until && !any_failed(fc, sl, 3))
+		usleep(200);
+	/* the segment exists, so rank 2 has published its address: stopping
+	 * it now holds ranks 0 and 1 in the rest of the rendezvous */
+	inject(fc->pid[sl[2]], SIGSTOP);
+	t_seg = mono();
+	if (mono() >= until || any_failed(fc, sl, 3)) {
+		fail(fc, "rank 0's segment never appeared in /dev/shm");
+		return -1;
+	}
+	until = mono() + 2;	/* time for rank 1 to attach */
+	while (seg_of(fc->pid[sl[0]]) && mono() < until)
+		usleep(1000);
+	if (LOAD(sh->r[sl[0]].phase) >= P_READY || LOAD(sh->r[sl[1]].phase) >= P_READY) {
+		for (int i = 0; i < 3; i++)
+			kill_slot(fc, sl[i]);
+		return 1;
+	}
+	/* rank 1 first: rank 0 holds the store, its end would fail rank 1 */
+	inject(fc->pid[sl[1]], SIGTERM);
+	inject(fc->pid[sl[0]], SIGTERM);
+	tl[0] = sl[0];
+	tl[1] = sl[1];
+	wait_exit(fc, tl, 2, mono() + 3);
+	kill_slot(fc, sl[0]);
+	kill_slot(fc, sl[1]);
+	kill_slot(fc, sl[2]);
+	for (int i = 0; i < 2; i++)
+		if (!WIFSIGNALED(fc->wstatus[sl[i]]) || WTERMSIG(fc->wstatus[sl[i]]) != SIGTERM)
+			fail(fc, "rank %d did not die of SIGTERM (status 0x%x, phase %s: %.200s)",
+			     i, fc->wstatus[sl[i]], phase_names[LOAD(sh->r[sl[i]].phase)],
+			     sh->r[sl[i]].err);
+	if (seg_of(fc->pid[sl[0]]))
+		fail(fc, "rank 0's segment is still in /dev/shm after SIGTERM");
+	outcome(fc, "3 ranks (2 on fnode0, 1 on fnode1): rank 2 SIGSTOPped once rank 0's "
+		"segment appeared, ranks 0-1 SIGTERMed %.0f ms later in dpg_init (phases %s, "
+		"%s); their segment %s", (mono() - t_seg) * 1e3,
+		phase_names[LOAD(sh->r[sl[0]].phase)], phase_names[LOAD(sh->r[sl[1]].phase)],
+		seg_of(fc->pid[sl[0]]) ? "LEFT in /dev/shm" : "gone");
+	return 0;
+}
+
+/* SIGTERM (scancel's first signal) while a node's ranks are held in the
+ * rendezvous after attaching the segment: nothing may stay in /dev/shm. */
+static void c_term_rendezvous(struct fcase *fc)
+{
+	for (int t = 0; t < NREC / 3; t++) {
+		int rc = term_try(fc);
+
+		if (rc <= 0)
+			return;
+	}
+	fail(fc, "the ranks always finished the rendezvous before rank 2 was stopped");
+}
+
 static struct fcase cases[] = {
 	{ .name = "kill-allreduce-shm", .what = "SIGKILL rank 2 of 4 mid-allreduce (32 MiB), shared memory",
 	  .fn = c_kill_allreduce_shm },
@@ -2490,6 +2584,9 @@ static struct fcase cases[] = {
 	{ .name = "intruder-other-job", .what = "processes of another job (other/no secret) join this job's "
 	  "store",
 	  .fn = c_intruder },
+	{ .name = "term-rendezvous-shm", .what = "SIGTERM the ranks of a node held in the rendezvous "
+	  "after attaching their segment",
+	  .fn = c_term_rendezvous },
 	{ .name = "kill-ckpt-save", .what = "SIGKILL rank 1 of 2 mid dpg_zero_save; a fresh world loads the "
 	  "last good checkpoint",
 	  .fn = c_kill_ckpt_save },

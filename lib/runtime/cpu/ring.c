@@ -133,8 +133,10 @@ static int fail_self(struct dpg_cpu *p, int why, int culprit, int rc, struct dpg
  * notice, else 0.  EOF or an error there only marks the channel closed: a
  * neighbour that finished the collective may leave at once, and is a
  * failure only if we still need its data or must still send to it (found
- * by the data path: EOF on receive, EPIPE on send). */
-static int notice_read(struct dpg_cpu_link *l, int fd, struct dpg_fail *f)
+ * by the data path: EOF on receive, EPIPE on send).  A notice whose reason
+ * or ranks are out of range (for a communicator of n) blames its sender:
+ * its indices are never used. */
+static int notice_read(struct dpg_cpu_link *l, int fd, int n, struct dpg_fail *f)
 {
 	if (l->nclosed)
 		return 0;
@@ -157,6 +159,11 @@ static int notice_read(struct dpg_cpu_link *l, int fd, struct dpg_fail *f)
 				f->why = nt.why;
 				f->culprit = nt.culprit;
 				f->reporter = nt.reporter;
+				if (!dpg_fail_valid(f, n)) {
+					f->why = DPG_FAIL_BADNOTICE;
+					f->culprit = l->peer;
+					f->reporter = -1;
+				}
 				return 1;
 			}
 			continue;
@@ -175,13 +182,13 @@ static int notice_read(struct dpg_cpu_link *l, int fd, struct dpg_fail *f)
  * p->prev_waiting (see timeout_verdict) and reading goes on. */
 static int notice_poll(struct dpg_cpu *p, struct dpg_fail *f)
 {
-	while (p->prev.kind == DPG_LINK_TCP && notice_read(&p->prev, p->prev.cfd, f) > 0) {
+	while (p->prev.kind == DPG_LINK_TCP && notice_read(&p->prev, p->prev.cfd, p->n, f) > 0) {
 		if (f->why != DPG_FAIL_WAITING)
 			return 1;
 		if (f->reporter == p->prev.peer)
 			p->prev_waiting = true;
 	}
-	while (p->next.kind == DPG_LINK_TCP && notice_read(&p->next, p->next.fd, f) > 0)
+	while (p->next.kind == DPG_LINK_TCP && notice_read(&p->next, p->next.fd, p->n, f) > 0)
 		if (f->why != DPG_FAIL_WAITING)
 			return 1;
 	if (p->shm != NULL && dpg_shm_fail_get(p->shm, f))

@@ -31,11 +31,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,8 +88,11 @@ struct shm_hdr {
 	uint64_t ctl_off;
 	uint64_t data_off;
 	_Atomic uint32_t attached;
+	_Atomic uint32_t gone;		/* the last attacher removed the name */
 	_Alignas(SHM_CL) _Atomic uint64_t fail;
 };
+/* tests/unit/runtime/test_shm.c corrupts the word here, as a stranger would */
+_Static_assert(offsetof(struct shm_hdr, fail) == 128, "failure word offset");
 
 /* One per local rank; each line has one writer (or is the bell). */
 struct shm_ctl {
@@ -105,6 +110,7 @@ struct shm_ctl {
 struct dpg_shm {
 	enum dpg_shm_mode mode;
 	int n, me, self;
+	int nranks;			/* bound of the failure word's ranks */
 	int *ranks;
 	const char *const *hosts;
 	char name[96];
@@ -132,6 +138,16 @@ struct dpg_shm {
 
 /* ------------------------------------------------------------ failures */
 
+bool dpg_fail_valid(const struct dpg_fail *f, int nranks)
+{
+	if (f->why < DPG_FAIL_EXITED || f->why > DPG_FAIL_BADNOTICE)
+		return false;
+	if (f->culprit < -1 || f->culprit >= nranks || f->reporter < -1 ||
+	    f->reporter >= nranks)
+		return false;
+	return f->why != DPG_FAIL_BADNOTICE || f->culprit >= 0;
+}
+
 int dpg_fail_format(const struct dpg_fail *f, int self, const char *const *hosts,
 		    struct dpg_err *err)
 {
@@ -142,6 +158,14 @@ int dpg_fail_format(const struct dpg_fail *f, int self, const char *const *hosts
 	if (f->reporter >= 0 && f->reporter != self && f->reporter != f->culprit)
 		snprintf(by, sizeof(by), " (reported by rank %d)", f->reporter);
 	switch (f->why) {
+	case DPG_FAIL_BADWORD:
+		dpg_errf(err, "protocol error: the node's shared segment holds an invalid "
+			 "failure word (corrupt, or written by another process)%s", by);
+		break;
+	case DPG_FAIL_BADNOTICE:
+		dpg_errf(err, "protocol error: peer rank %d (%s) sent an invalid failure "
+			 "notice%s", f->culprit, h, by);
+		break;
 	case DPG_FAIL_EXITED:
 		dpg_errf(err, "peer rank %d (%s) exited%s", f->culprit, h, by);
 		break;
@@ -173,11 +197,18 @@ static uint64_t fail_pack(const struct dpg_fail *f)
 	       ((uint64_t)(uint32_t)(f->reporter + 1) & 0xffffffu);
 }
 
-static void fail_unpack(uint64_t v, struct dpg_fail *f)
+/* The word as fail_pack wrote it, else (corrupt, or a stranger's write)
+ * BADWORD reported by this rank: its indices are never used unchecked. */
+static void fail_unpack(const struct dpg_shm *s, uint64_t v, struct dpg_fail *f)
 {
 	f->why = (int)((v >> 48) & 0xff);
 	f->culprit = (int)((v >> 24) & 0xffffffu) - 1;
 	f->reporter = (int)(v & 0xffffffu) - 1;
+	if ((v >> 56) != 0x80 || f->why == DPG_FAIL_WAITING || !dpg_fail_valid(f, s->nranks)) {
+		f->why = DPG_FAIL_BADWORD;
+		f->culprit = -1;
+		f->reporter = s->self;
+	}
 }
 
 /* ------------------------------------------------------------ futex */
@@ -256,7 +287,7 @@ bool dpg_shm_fail_get(struct dpg_shm *s, struct dpg_fail *f)
 	v = atomic_load_explicit(&s->hdr->fail, memory_order_acquire);
 	if (v == 0)
 		return false;
-	fail_unpack(v, f);
+	fail_unpack(s, v, f);
 	return true;
 }
 
@@ -621,6 +652,8 @@ static int shm_new(const struct dpg_shm_cfg *cfg, struct dpg_shm **out, struct d
 	s->me = cfg->lrank;
 	s->self = cfg->self;
 	s->hosts = cfg->hosts;
+	s->nranks = cfg->nranks > 0 ? cfg->nranks
+		  : cfg->mode == DPG_SHM_DIRECT ? cfg->nlocal : INT_MAX;
 	s->creator = cfg->lrank == 0;
 	s->pid_ok = cfg->pid_ok;
 	s->oversub = cfg->oversub >= 0 ? cfg->oversub != 0 : s->n > ncpus();
@@ -667,13 +700,37 @@ static int seg_map(struct dpg_shm *s, int fd, struct dpg_err *err)
 	return rc;
 }
 
-/* Local index 0: create the segment under a fresh name, size and map it,
- * write the header, and publish the name under cfg->key. */
-static int seg_create(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, size_t ctl_off,
-		      size_t data_off, struct dpg_err *err)
+/* Reserve the segment's memory now: tmpfs allocates pages on first touch,
+ * and a page it cannot allocate then is a SIGBUS with no message. */
+static int seg_reserve(struct dpg_shm *s, int fd, struct dpg_err *err)
+{
+	struct statvfs vfs;
+	int e;
+
+	do
+		e = posix_fallocate(fd, 0, (off_t)s->size);
+	while (e == EINTR);
+	if (e == 0 || e == EOPNOTSUPP || e == ENOSYS)	/* not tmpfs: as before */
+		return 0;
+	if (e != ENOSPC)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "cannot reserve %zu bytes for the shared "
+				"segment in /dev/shm: %s", s->size, strerror(e));
+	if (statvfs("/dev/shm", &vfs) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "/dev/shm is full: the node's shared "
+				"segment needs %zu bytes (%.1f MiB)", s->size,
+				(double)s->size / 1048576.0);
+	return dpg_errs(err, DPG_ERR_SYSTEM, "/dev/shm is full: the node's shared segment "
+			"needs %zu bytes (%.1f MiB), %llu bytes free of %llu (enlarge /dev/shm "
+			"or use smaller slots)", s->size, (double)s->size / 1048576.0,
+			(unsigned long long)vfs.f_bavail * vfs.f_frsize,
+			(unsigned long long)vfs.f_blocks * vfs.f_frsize);
+}
+
+/* A fresh name, the file created exclusively (0600), sized and reserved. */
+static int seg_file(struct dpg_shm *s, int *fdp, struct dpg_err *err)
 {
 	unsigned rnd = (unsigned)getpid() ^ (unsigned)dpg_now_ns();
-	int tries, fd = -1, rc;
+	int tries, fd = -1, rc = 0;
 
 	for (tries = 0; tries < 16; tries++) {
 		rnd = rnd * 1103515245u + 12345u;
@@ -685,15 +742,20 @@ static int seg_create(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, size_t c
 	if (fd < 0)
 		return dpg_errs(err, DPG_ERR_SYSTEM, "shm_open %s: %s", s->name, strerror(errno));
 	s->created = true;
-	if (ftruncate(fd, (off_t)s->size) != 0) {
+	if (ftruncate(fd, (off_t)s->size) != 0)
 		rc = dpg_errs(err, DPG_ERR_SYSTEM, "cannot size the shared segment to %zu "
 			      "bytes: %s (is /dev/shm large enough?)", s->size, strerror(errno));
-		close(fd);
-		return rc;
-	}
-	rc = seg_map(s, fd, err);
+	if (rc == 0)
+		rc = seg_reserve(s, fd, err);
 	if (rc != 0)
-		return rc;
+		close(fd);
+	else
+		*fdp = fd;
+	return rc;
+}
+
+static void seg_header(struct dpg_shm *s, size_t ctl_off, size_t data_off)
+{
 	s->hdr = s->base;
 	s->hdr->size = s->size;
 	s->hdr->version = SHM_VERSION;
@@ -706,6 +768,35 @@ static int seg_create(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, size_t c
 	s->hdr->data_off = data_off;
 	atomic_store(&s->hdr->attached, 1);
 	atomic_store_explicit(&s->hdr->magic, SHM_MAGIC, memory_order_release);
+}
+
+/* Tell the attachers why there is no segment: "!" and the message under
+ * the key, in place of the name (best effort). */
+static void seg_publish_error(const struct dpg_shm_cfg *cfg, const struct dpg_err *err)
+{
+	char val[DPG_ERR_MSG_MAX + 1];
+
+	if (err == NULL)
+		return;
+	snprintf(val, sizeof(val), "!%s", err->msg);
+	(void)dpg_store_set(cfg->store, cfg->key, val, strlen(val) + 1, cfg->deadline_ms, NULL);
+}
+
+/* Local index 0: create the segment under a fresh name, reserve and map
+ * it, write the header, and publish the name (or the error) under cfg->key. */
+static int seg_create(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, size_t ctl_off,
+		      size_t data_off, struct dpg_err *err)
+{
+	int fd = -1, rc;
+
+	rc = seg_file(s, &fd, err);
+	if (rc == 0)
+		rc = seg_map(s, fd, err);
+	if (rc != 0) {
+		seg_publish_error(cfg, err);
+		return rc;
+	}
+	seg_header(s, ctl_off, data_off);
 	rc = dpg_store_set(cfg->store, cfg->key, s->name, strlen(s->name) + 1,
 			   cfg->deadline_ms, err);
 	if (rc != 0)
@@ -725,6 +816,13 @@ static int seg_lookup(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, struct d
 		dpg_err_prefix(err, "looking up the shared segment");
 		return rc;
 	}
+	if (len > 1 && ((char *)val)[0] == '!' && ((char *)val)[len - 1] == '\0') {
+		rc = dpg_errs(err, DPG_ERR_SYSTEM, "peer rank %d (%s) could not create the "
+			      "node's shared segment: %s", s->ranks[0], s->hosts[s->ranks[0]],
+			      (char *)val + 1);
+		free(val);
+		return rc;
+	}
 	if (len == 0 || len > sizeof(s->name) || ((char *)val)[len - 1] != '\0') {
 		free(val);
 		return dpg_errs(err, DPG_ERR_PEER, "bad shared segment name from peer rank %d (%s)",
@@ -733,6 +831,17 @@ static int seg_lookup(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, struct d
 	memcpy(s->name, val, len);
 	free(val);
 	return 0;
+}
+
+/* Count this rank in; the last of the node's ranks removes the name at
+ * once (everyone has it mapped), so a kill from here on (SIGTERM from
+ * scancel during the rest of the rendezvous) leaves nothing in /dev/shm. */
+static void seg_signed_in(struct dpg_shm *s)
+{
+	if (atomic_fetch_add(&s->hdr->attached, 1) + 1 != (uint32_t)s->n)
+		return;
+	if (shm_unlink(s->name) == 0 || errno == ENOENT)
+		atomic_store(&s->hdr->gone, 1);
 }
 
 /* Other local ranks: open and map the segment local index 0 created, and
@@ -767,7 +876,7 @@ static int seg_attach(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, struct d
 	    s->hdr->nsets != (uint32_t)s->K)
 		return dpg_errs(err, DPG_ERR_PEER,
 				"shared segment %s does not match this rank's settings", s->name);
-	atomic_fetch_add(&s->hdr->attached, 1);
+	seg_signed_in(s);
 	return 0;
 }
 
@@ -815,7 +924,10 @@ int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg, struct dpg
 void dpg_shm_unlink(struct dpg_shm *s)
 {
 	if (s != NULL && s->created && !s->unlinked) {
-		shm_unlink(s->name);
+		/* the last attacher normally did: then the name may be
+		 * someone else's by now */
+		if (s->hdr == NULL || atomic_load(&s->hdr->gone) == 0)
+			shm_unlink(s->name);
 		s->unlinked = true;
 	}
 }

@@ -1,7 +1,7 @@
 /* shm.h - the shared-memory side of the CPU backend: one persistent segment
  * per node and communicator, created by the node's first rank (shm_open,
- * named through the rendezvous store, unlinked once every local rank has it
- * mapped), holding
+ * its memory reserved, named through the rendezvous store, unlinked by the
+ * last local rank to map it), holding
  *   - per local rank: progress counters, a futex "bell" and a waiter count;
  *   - a node-wide failure word (who failed and why), so that one rank's
  *     discovery reaches every local rank at once;
@@ -41,6 +41,10 @@ enum dpg_fail_why {
 				 * for culprit, its ring predecessor, and asks
 				 * its successor to wait for the verdict (TCP
 				 * notices only, never in the failure word) */
+	DPG_FAIL_BADWORD,	/* the node segment's failure word was invalid
+				 * (corrupt, or written by another process):
+				 * culprit -1, reporter the rank that read it */
+	DPG_FAIL_BADNOTICE,	/* culprit sent an invalid failure notice */
 };
 
 /* A failure: culprit (comm rank) failed for `why`, as seen by reporter. */
@@ -49,6 +53,10 @@ struct dpg_fail {
 	int culprit;
 	int reporter;
 };
+
+/* Whether f could come from a rank of an nranks communicator: a known
+ * reason, culprit and reporter -1 or a rank (indices that are safe to use). */
+bool dpg_fail_valid(const struct dpg_fail *f, int nranks);
 
 /* Format f into err ("peer rank 2 (n2) exited", "... (reported by rank 1)"
  * when reporter != self) and return the negated status for it. */
@@ -68,6 +76,9 @@ struct dpg_shm_cfg {
 	const pid_t *pids;		/* pid of each local index */
 	bool pid_ok;			/* pids are valid here (same pid namespace) */
 	const char *const *hosts;	/* host of every comm rank (messages) */
+	int nranks;			/* ranks of the communicator: bounds the
+					 * failure word's ranks (0: nlocal in
+					 * direct mode, unbounded in pipes mode) */
 	int self;			/* this rank's comm rank */
 	int oversub;			/* 1: the machine's ranks outnumber its
 					 * CPUs (never spin), 0: they don't,
@@ -83,10 +94,15 @@ struct dpg_shm_cfg {
 	const volatile int *abort;
 };
 
-/* Create (local index 0) or attach (others) the node segment. */
+/* Create (local index 0) or attach (others) the node segment.  The creator
+ * reserves the segment's memory (a full /dev/shm is an error naming it, not
+ * a SIGBUS later) and publishes the name, or its error, under cfg->key; the
+ * last local rank to attach removes the name, so that from then on a kill
+ * leaves nothing in /dev/shm.  Attachers fail with the creator's error. */
 int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg,
 		 struct dpg_err *err);
-/* Every local rank has attached (the caller ran a barrier): drop the name. */
+/* Every local rank has attached (the caller ran a barrier): drop the name
+ * if the last attacher has not (it normally has). */
 void dpg_shm_unlink(struct dpg_shm *s);
 void dpg_shm_close(struct dpg_shm *s);
 
@@ -134,7 +150,8 @@ int dpg_shm_pipe_wait(struct dpg_shm *s, bool want_read, bool want_write,
 		      struct dpg_err *err);
 
 /* Failure word: publish f to every local rank (first one wins) and wake
- * them all; read it back (false if none). */
+ * them all; read it back (false if none).  A word that fails
+ * dpg_fail_valid reads as DPG_FAIL_BADWORD. */
 void dpg_shm_fail_publish(struct dpg_shm *s, const struct dpg_fail *f);
 bool dpg_shm_fail_get(struct dpg_shm *s, struct dpg_fail *f);
 /* Non-blocking health check: the failure word, then (at most every 20 ms)
