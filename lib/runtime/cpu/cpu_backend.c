@@ -679,6 +679,7 @@ static int open_segment(struct dpg_cpu *p, const struct rdv *x, struct dpg_err *
 	sc.mode = p->direct ? DPG_SHM_DIRECT : DPG_SHM_PIPES;
 	sc.nlocal = x->nlocal;
 	sc.lrank = x->lrank;
+	sc.nranks = p->n;	/* bounds the failure word's rank indices */
 	sc.ranks = x->lranks;
 	sc.pids = x->lpids;
 	sc.pid_ok = x->pid_ok;
