@@ -10,6 +10,7 @@
 #include "parse.h"	/* dpg_parse_ulong, dpg_hex_digit */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -719,7 +720,7 @@ int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
 	*out = NULL;
 	if (path == NULL || path[0] == '\0')
 		return dpg_errf(err, "topology XML: no file name");
-	f = fopen(path, "r");
+	f = fopen(path, "re");
 	if (f == NULL)
 		return dpg_errf(err, "cannot open topology XML \"%s\": %s",
 				dpg_err_quote(path, q, sizeof(q)), strerror(errno));
@@ -925,7 +926,7 @@ int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo
 	*out = NULL;
 	if (path == NULL || path[0] == '\0')
 		return dpg_errf(err, "topology XML: no file name");
-	if (pipe(fds) != 0)
+	if (pipe2(fds, O_CLOEXEC) != 0)
 		return dpg_errf(err, "topology XML: pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0) {
