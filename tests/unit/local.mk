@@ -4,7 +4,8 @@
 # one (<program>.c); it needs its own CPPFLAGS (every wing's headers and
 # cmocka's) and LDADD (its wing's libraries), since automake knows no
 # per-folder variables.
-EXTRA_DIST += tests/unit/check_layering.sh tests/unit/check_cloexec.sh
+EXTRA_DIST += tests/unit/check_layering.sh tests/unit/check_cloexec.sh \
+	tests/unit/check_man_synopsis.sh
 UNIT_CPPFLAGS = $(ALL_CPPFLAGS) $(CMOCKA_CFLAGS)
 LAUNCH_TEST_LDADD = libdpglaunch.la libdpgcommon.la $(CMOCKA_LIBS)
 RT_TEST_LDADD = libdpgtrain.la libdpgrt.la libdpgcommon.la $(CMOCKA_LIBS) -lm -lpthread
@@ -116,7 +117,8 @@ check_PROGRAMS = $(UNIT_TESTS)
 TESTS = $(UNIT_TESTS)
 # golden binding plans (tests/plan/run.sh --update regenerates them) and the
 # architecture's build checks; both read the source tree through DPG_SRCDIR
-TESTS += tests/plan/run.sh tests/unit/check_layering.sh tests/unit/check_cloexec.sh
+TESTS += tests/plan/run.sh tests/unit/check_layering.sh tests/unit/check_cloexec.sh \
+	tests/unit/check_man_synopsis.sh
 AM_TESTS_ENVIRONMENT = DPG_PLAN=$(abs_builddir)/dpg-plan \
 	DPG_SRCDIR=$(abs_top_srcdir) DPG_BUILDDIR=$(abs_builddir); export DPG_PLAN DPG_SRCDIR DPG_BUILDDIR;
 else
