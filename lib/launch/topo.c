@@ -485,8 +485,14 @@ static int load_gpus(struct load_ctx *cx)
 		if (t->ngpus >= DPG_TOPO_MAX_GPUS)
 			return dpg_errf(cx->err, "topology has more than %d GPUs",
 					DPG_TOPO_MAX_GPUS);
-		g = &t->gpus[t->ngpus++];
+		g = &t->gpus[t->ngpus];
 		fill_pci_loc(cx, o, &g->pci);
+		/* one PCI address, one GPU: a bus id must name a single GPU */
+		if (dpg_topo_find_gpu(t, g->pci.busid, NULL) >= 0)
+			return dpg_errf(cx->err, "topology lists two GPUs at PCI %s: "
+					"malformed; regenerate it with lstopo --of xml",
+					g->pci.busid);
+		t->ngpus++;
 		g->vendor = v;
 		copy_name(g->osdev, gpu_osdev_name(o));
 	}
