@@ -10,6 +10,15 @@
  *  - The library never calls exit() or abort() and never blocks forever:
  *    every blocking call ends by the context's deadline (DPG_TIMEOUT seconds,
  *    default 300) with DPG_ERR_TIMEOUT.
+ *  - A failed communicator stays failed: after a collective fails with any
+ *    status but DPG_ERR_INVALID (arguments refused before anything was
+ *    sent), every later call on it fails again without communicating.
+ *    There is no repair: dpg_finalize() and, to go on, dpg_init() anew.
+ *  - Nodes: two ranks are "of one node" when their node names are equal,
+ *    nothing else: SLURMD_NODENAME when set (Slurm sets it), else the short
+ *    host name (gethostname up to the first dot).  Ranks of one node use a
+ *    shared-memory segment, the others TCP.  To test the TCP path on one
+ *    host, give every rank its own name (SLURMD_NODENAME=fake$RANK).
  *  - Thread safety: a context and its communicators may be used from one
  *    thread at a time (collectives on one communicator must be issued in the
  *    same order on every rank, as with MPI and NCCL); dpg_abort() may be

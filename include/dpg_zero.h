@@ -39,6 +39,23 @@ extern "C" {
  * One optimizer step = reduce-scatter (average) of the gradients -> optional
  * global-norm clipping -> update of the fp32 master shard (AdamW or SGD
  * with momentum) -> all-gather of the working parameters (stages 1, 2).
+ *
+ * The gradient g of a step is the MEAN over world x accum_steps
+ * micro-batches: with G the sum of what every rank added into
+ * dpg_zero_grad() over the k = accum_steps micro-steps, g = G / (world * k).
+ * Add each micro-batch's mean-loss gradient as it is: do NOT divide the
+ * loss or the gradients by k (the PyTorch accumulation habit), or the step
+ * shrinks by k once more.
+ * Clipping (clip_norm = c > 0): n = ||g||_2 over every parameter; when
+ * n > c, g *= c / (n + 1e-6).  stats->grad_norm = n, ->clip_scale the factor.
+ * Update of each element (t = 1, 2, ... the step, wd = weight_decay; every
+ * operation one fp32 rounding, no FMA; m, v, b start at 0):
+ *   AdamW (as torch.optim.AdamW, decay decoupled, on the pre-update p):
+ *     m = beta1 * m + (1 - beta1) * g
+ *     v = beta2 * v + (1 - beta2) * g * g
+ *     p = p - lr * wd * p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+ *   SGD (as torch.optim.SGD, dampening 0, L2 decay):
+ *     b = momentum * b + (g + wd * p);  p = p - lr * b
  * Buffers are host memory on the CPU backend and device memory on NCCL (on
  * the context's device, which the dpg_zero_* calls make current).
  * A dpg_zero_t is used from one thread, like its context.
@@ -87,9 +104,11 @@ dpg_status_t dpg_zero_create(dpg_ctx_t *ctx, const dpg_zero_opts_t *opts,
 			     dpg_zero_t **out);
 dpg_status_t dpg_zero_destroy(dpg_zero_t *z);
 
-/* Register a tensor of numel elements in unit `unit` (units in
- * non-decreasing order); *id gets its index (0, 1, ...).  The name
- * (< 64 bytes) identifies it in checkpoints. */
+/* Register a tensor of numel elements in unit `unit`; *id gets its index
+ * (0, 1, ...).  Units are 0, 1, 2, ... without gaps in registration order:
+ * the first parameter is in unit 0, each next one in the unit of the one
+ * before or the next (0,0,1,2,2 is right; 0,2 or 1,0 is DPG_ERR_INVALID).
+ * The name (< 64 bytes) identifies it in checkpoints. */
 dpg_status_t dpg_zero_add_param(dpg_zero_t *z, const char *name, size_t numel,
 				int unit, int *id);
 /* Lay out and allocate: no dpg_zero_add_param() after this. */

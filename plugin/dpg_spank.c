@@ -2,13 +2,11 @@
  * plugstack.conf arguments, and moves data between Slurm and lib/. */
 #include <errno.h>
 #include <net/if.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -19,6 +17,7 @@
 #include "netif.h"
 #include "opts.h"
 #include "plan.h"
+#include "portcheck.h"
 #include "topo.h"
 
 /* deadline of the forked check of the admin's topology XML (hwloc can crash on a
@@ -194,9 +193,9 @@ static int make_secret(void)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			slurm_error("dpg: cannot generate the job secret: %s",
-				    strerror(errno));
+		if (n <= 0) {	/* never a weaker secret: no secret, no step */
+			slurm_error("dpg: cannot generate the job secret: getrandom: %s",
+				    n < 0 ? strerror(errno) : "no bytes returned");
 			return -1;
 		}
 		got += (size_t)n;
@@ -243,21 +242,17 @@ static const char *task_getenv(void *ctx, const char *name)
 }
 
 /* Rank 0 checks that nothing listens on MASTER_PORT yet: a collision then
- * becomes a clear message instead of a rendezvous timeout. */
+ * becomes a clear message instead of a rendezvous timeout.  Asked the way
+ * the store's listener binds (portcheck.c), so a port left in TIME_WAIT by
+ * the previous step is not reported. */
 static void check_port_free(const struct dpg_step *s, const struct dpg_task *t)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct dpg_err err;
 
-	if (fd < 0)
-		return;
-	a.sin_port = htons(s->master_port);
-	a.sin_addr.s_addr = htonl(INADDR_ANY);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno == EADDRINUSE)
+	if (dpg_port_check_free(s->master_port, &err) == -DPG_ERR_ENV)
 		slurm_error("dpg: MASTER_PORT %u is already in use on %s; rank 0 "
 			    "will fail to listen: pass --dpg-port=P with a free "
 			    "port", (unsigned)s->master_port, t->node);
-	close(fd);
 }
 
 static int export_contract(spank_t sp)

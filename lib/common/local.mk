@@ -1,6 +1,7 @@
 # lib/common/local.mk - pure C shared by every wing: errors, parsing, the
 # environment table, contract facts, Slurm's hostlist/task/port grammars, dtypes,
-# and netif.c's one-shot route lookup (a UDP connect, no threads, no listener).
+# netif.c's one-shot route lookup (a UDP connect, no threads, no listener) and
+# portcheck.c's one-shot bind (is MASTER_PORT free, asked as the listener binds).
 noinst_LTLIBRARIES += libdpgcommon.la
 libdpgcommon_la_SOURCES = \
 	lib/common/err.c lib/common/err.h \
@@ -11,5 +12,6 @@ libdpgcommon_la_SOURCES = \
 	lib/common/taskdist.c lib/common/taskdist.h \
 	lib/common/port.c lib/common/port.h \
 	lib/common/netif.c lib/common/netif.h \
+	lib/common/portcheck.c lib/common/portcheck.h \
 	lib/common/dtype.h lib/common/le.h
 libdpgcommon_la_CPPFLAGS = $(COMMON_CPPFLAGS)

@@ -238,7 +238,8 @@ int dpg_task_from_env(dpg_getenv_fn get, void *ctx, const struct dpg_step *step,
 
 /* Rank/size variables are per task, so a value inherited from the
  * submitting shell is the same in every task and cannot be right for all of
- * them: dpg always overwrites them, and says so when they differed. */
+ * them: dpg always overwrites them, and says so when they differed (the
+ * inherited values quoted: a newline in one must not forge a log line). */
 static void note_overwritten(const struct dpg_env *out, dpg_getenv_fn get,
 			     void *ctx, char *notice, size_t len)
 {
@@ -251,12 +252,14 @@ static void note_overwritten(const struct dpg_env *out, dpg_getenv_fn get,
 	for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
 		const char *had = get(ctx, ranks[i]);
 		const char *now = dpg_env_get(out, ranks[i]);
+		char q[40];	/* the submitter's text, escaped: it goes to a log */
 		int n;
 
 		if (had == NULL || now == NULL || strcmp(had, now) == 0)
 			continue;
-		n = snprintf(notice + o, len - o, "%s%s=%.16s", o == 0 ?
-			     "dpg: replaced inherited " : ", ", ranks[i], had);
+		n = snprintf(notice + o, len - o, "%s%s=%s", o == 0 ?
+			     "dpg: replaced inherited " : ", ", ranks[i],
+			     dpg_err_quote(had, q, sizeof(q)));
 		if (n < 0 || (size_t)n >= len - o)
 			break;
 		o += (size_t)n;

@@ -10,6 +10,7 @@
 #include "parse.h"	/* dpg_parse_ulong, dpg_hex_digit */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -484,8 +485,14 @@ static int load_gpus(struct load_ctx *cx)
 		if (t->ngpus >= DPG_TOPO_MAX_GPUS)
 			return dpg_errf(cx->err, "topology has more than %d GPUs",
 					DPG_TOPO_MAX_GPUS);
-		g = &t->gpus[t->ngpus++];
+		g = &t->gpus[t->ngpus];
 		fill_pci_loc(cx, o, &g->pci);
+		/* one PCI address, one GPU: a bus id must name a single GPU */
+		if (dpg_topo_find_gpu(t, g->pci.busid, NULL) >= 0)
+			return dpg_errf(cx->err, "topology lists two GPUs at PCI %s: "
+					"malformed; regenerate it with lstopo --of xml",
+					g->pci.busid);
+		t->ngpus++;
 		g->vendor = v;
 		copy_name(g->osdev, gpu_osdev_name(o));
 	}
@@ -719,7 +726,7 @@ int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
 	*out = NULL;
 	if (path == NULL || path[0] == '\0')
 		return dpg_errf(err, "topology XML: no file name");
-	f = fopen(path, "r");
+	f = fopen(path, "re");
 	if (f == NULL)
 		return dpg_errf(err, "cannot open topology XML \"%s\": %s",
 				dpg_err_quote(path, q, sizeof(q)), strerror(errno));
@@ -925,7 +932,7 @@ int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo
 	*out = NULL;
 	if (path == NULL || path[0] == '\0')
 		return dpg_errf(err, "topology XML: no file name");
-	if (pipe(fds) != 0)
+	if (pipe2(fds, O_CLOEXEC) != 0)
 		return dpg_errf(err, "topology XML: pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0) {

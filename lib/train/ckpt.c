@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -85,9 +86,31 @@ int dpg_ckpt_prepare(const char *dir, long step, struct dpg_err *err)
 
 	if ((rc = dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), err)) != 0)
 		return rc;
-	if ((rc = dpg_fio_mkdir_p(dir, err)) != 0)
+	if ((rc = dpg_fio_mkdir_p(dir, err)) != 0 ||
+	    (rc = dpg_fio_dir_check(dir, 0, 1, err)) != 0 ||
+	    (rc = dpg_fio_mkdir(sd, err)) != 0)
 		return rc;
-	return dpg_fio_mkdir(sd, err);
+	return dpg_fio_dir_check(sd, 1, 1, err);
+}
+
+/* A directory to read from: one that does not exist is left to the open
+ * that follows (it names the missing file). */
+static int read_dir_check(const char *dir, int nofollow, struct dpg_err *err)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) != 0 && errno == ENOENT)
+		return 0;
+	return dpg_fio_dir_check(dir, nofollow, 0, err);
+}
+
+/* open()'s failure on path: a planted symbolic link gets its own words. */
+static int open_fail(const char *path, int e, struct dpg_err *err)
+{
+	if (e == ELOOP)
+		return dpg_errf(err, "%s is a symbolic link: refused (checkpoint files are "
+				"never followed through links; remove it)", path);
+	return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s", path, strerror(e));
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -325,8 +348,7 @@ static int read_latest(const char *dir, long *step, struct dpg_err *err)
 	if (fd < 0 && errno == ENOENT)
 		return dpg_errf(err, "no checkpoint in %s (%s missing)", dir, path);
 	if (fd < 0)
-		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s",
-				path, strerror(errno));
+		return open_fail(path, errno, err);
 	rc = dpg_fio_read_full(fd, text, CK_LATEST_MAX + 1, &got);
 	e = errno;
 	dpg_fio_close_read(fd);
@@ -356,8 +378,7 @@ static int slurp_meta(const char *path, unsigned char **data, size_t *size,
 	*data = NULL;
 	fd = dpg_fio_open_read(path);
 	if (fd < 0)
-		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s",
-				path, strerror(errno));
+		return open_fail(path, errno, err);
 	if (fstat(fd, &st) != 0) {
 		e = errno;
 		dpg_fio_close_read(fd);
@@ -540,9 +561,11 @@ int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,
 	memset(meta, 0, sizeof(*meta));
 	if (!dir || !*dir)
 		return dpg_errf(err, "checkpoint: no directory given");
-	if ((rc = read_latest(dir, &step, err)) != 0)
+	if ((rc = read_dir_check(dir, 0, err)) != 0 ||
+	    (rc = read_latest(dir, &step, err)) != 0)
 		return rc;
 	if ((rc = dpg_ckpt_stepdir(dir, step, meta->stepdir, sizeof(meta->stepdir), err)) != 0 ||
+	    (rc = read_dir_check(meta->stepdir, 1, err)) != 0 ||
 	    (rc = dpg_fio_path_join(path, sizeof(path), meta->stepdir, "meta", err)) != 0)
 		return rc;
 	if ((rc = slurp_meta(path, &data, &size, err)) != 0)
@@ -891,8 +914,7 @@ static int load_old_shard(const struct reshard *rs, int old, struct dpg_err *err
 		return rc;
 	fd = dpg_fio_open_read(path);
 	if (fd < 0)
-		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s",
-				path, strerror(errno));
+		return open_fail(path, errno, err);
 	if (fstat(fd, &st) != 0) {
 		e = errno;
 		dpg_fio_close_read(fd);
@@ -993,33 +1015,38 @@ int dpg_ckpt_read_shard(const struct dpg_ckpt_meta *meta, const struct dpg_zlayo
 
 /* ------------------------------------------------------------ leftovers */
 
-static void clean_tmp_in(const char *path)
+/* Unlink the atomic writer's leftovers in path (dpg_fio_is_tmp_name: our
+ * exact names, nothing else), never through a symbolic link. */
+static void clean_tmp_in(const char *path, int nofollow)
 {
 	struct dirent *de;
-	DIR *d = opendir(path);
+	DIR *d;
+	int fd;
 
-	if (!d)
+	do {
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+			  (nofollow ? O_NOFOLLOW : 0));
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
 		return;
-	while ((de = readdir(d)) != NULL) {
-		char full[4096 + 256];
-		int n;
-
-		if (!strstr(de->d_name, ".tmp."))
-			continue;
-		n = snprintf(full, sizeof(full), "%s/%s", path, de->d_name);
-		if (n > 0 && (size_t)n < sizeof(full))
-			(void)unlink(full);
+	d = fdopendir(fd);
+	if (!d) {
+		(void)close(fd);
+		return;
 	}
+	while ((de = readdir(d)) != NULL)
+		if (dpg_fio_is_tmp_name(de->d_name))
+			(void)unlinkat(fd, de->d_name, 0);
 	closedir(d);
 }
 
 void dpg_ckpt_clean_tmp(const char *dir, long step)
 {
-	char sd[4096];
+	char sd[CK_PATH_MAX];
 
 	if (!dir || !*dir)
 		return;
-	clean_tmp_in(dir);
+	clean_tmp_in(dir, 0);
 	if (dpg_ckpt_stepdir(dir, step, sd, sizeof(sd), NULL) == 0)
-		clean_tmp_in(sd);
+		clean_tmp_in(sd, 1);
 }

@@ -20,9 +20,10 @@
  *   DIR/step-00000042/shard-00003  rank 3's shard: for every unit, the
  *                               unit-flat range it holds and nstate arrays
  *                               of fp32 (little-endian), a SHA-256
- * Every file is written as NAME.tmp.PID, fsync'd, renamed, and the
- * directory fsync'd.  A crash before "latest" is renamed leaves the
- * previous checkpoint in force. */
+ * Every file is written as .NAME.tmp.PID.RAND (mode 0600), fsync'd,
+ * renamed, and the directory fsync'd; directories are made 0700.  A crash
+ * before "latest" is renamed leaves the previous checkpoint in force.
+ * Nothing is opened through a symbolic link (DIR itself excepted). */
 
 struct dpg_ckpt_meta {
 	struct dpg_zlayout layout;	/* as saved (nranks = the old group) */
@@ -38,8 +39,10 @@ struct dpg_ckpt_meta {
 int dpg_ckpt_stepdir(const char *dir, long step, char *buf, size_t len,
 		     struct dpg_err *err);
 
-/* Create dir and its step directory (mkdir -p semantics; every rank may
- * call it). */
+/* Create dir and its step directory (mkdir -p semantics, 0700; every rank
+ * may call it).  Refuses (-DPG_ERR_INVALID, naming the directory, its owner
+ * uid and mode) a DIR or step directory owned by another user or writable
+ * by group or others, and a step directory that is a symbolic link. */
 int dpg_ckpt_prepare(const char *dir, long step, struct dpg_err *err);
 
 /* Write rank's shard: state[k] (k < nstate) each L->shard_numel fp32
@@ -55,12 +58,15 @@ int dpg_ckpt_commit(const char *dir, long step, const struct dpg_zlayout *L,
 		    int optimizer, int nstate, const void *extra, size_t extra_len,
 		    struct dpg_err *err);
 
-/* Remove the NAME.tmp.PID files a killed writer left in DIR and in its
- * step directory (best effort; call when no save of DIR is in flight). */
+/* Remove the temporary files a killed writer left in DIR and in its step
+ * directory: dpg's exact names only (dpg_fio_is_tmp_name), never a user's
+ * file (best effort; call when no save of DIR is in flight). */
 void dpg_ckpt_clean_tmp(const char *dir, long step);
 
-/* Read DIR/latest and its metadata (checksum verified).  Free with
- * dpg_ckpt_meta_free (also after a failure). */
+/* Read DIR/latest and its metadata (checksum verified).  Refuses a DIR or
+ * step directory writable by group or others (anyone could have swapped a
+ * file in) and symbolic links.  Free with dpg_ckpt_meta_free (also after a
+ * failure). */
 int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,
 		       struct dpg_err *err);
 void dpg_ckpt_meta_free(struct dpg_ckpt_meta *meta);

@@ -1,5 +1,5 @@
 /* fileio.c - durable files: whole reads and writes, directory syncs, mkdir -p,
- * and the atomic writer (NAME.tmp.PID, hashed, fsync'd, renamed, dir synced). */
+ * trusted directories, the atomic writer (.NAME.tmp.PID.RAND, hashed, renamed). */
 #include "fileio.h"
 
 #include <errno.h>
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -124,8 +125,9 @@ int dpg_fio_open_read(const char *path)
 {
 	int fd;
 
-	do {	/* O_NONBLOCK: a FIFO under a checkpoint name must not block us */
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	do {	/* O_NONBLOCK: a FIFO under a checkpoint name must not block us;
+		 * O_NOFOLLOW: a symbolic link planted under one is refused */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 	} while (fd < 0 && errno == EINTR);
 	return fd;
 }
@@ -152,19 +154,15 @@ int dpg_fio_path_join(char *buf, size_t len, const char *a, const char *b,
 
 static int wf_create(struct dpg_wfile *w, struct dpg_err *err)
 {
-	int tries = 0, e;
+	int e;
 
-	for (;;) {
-		w->fd = open(w->tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-		if (w->fd >= 0)
-			break;
+	do {	/* 0600: nobody else reads the weights; O_EXCL + O_NOFOLLOW: a
+		 * name planted in the directory (a symlink too) is refused */
+		w->fd = open(w->tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
+			     0600);
+	} while (w->fd < 0 && errno == EINTR);
+	if (w->fd < 0) {
 		e = errno;
-		if (e == EINTR)
-			continue;
-		/* NAME.tmp.<our pid>: left by a crashed process that had our pid
-		 * (one writer per NAME), so it is stale. */
-		if (e == EEXIST && tries++ == 0 && unlink(w->tmp) == 0)
-			continue;
 		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot create: %s", w->tmp,
 				strerror(e));
 	}
@@ -172,20 +170,42 @@ static int wf_create(struct dpg_wfile *w, struct dpg_err *err)
 	return 0;
 }
 
+/* DIR/.NAME.tmp.PID.RAND (RAND: 16 hex digits from getrandom), the exact
+ * form dpg_fio_is_tmp_name recognises. */
+static int wf_tmpname(struct dpg_wfile *w, const char *dir, const char *name,
+		      struct dpg_err *err)
+{
+	unsigned long long rnd = 0;
+	ssize_t r;
+	int n;
+
+	do {
+		r = getrandom(&rnd, sizeof(rnd), 0);
+	} while (r < 0 && errno == EINTR);
+	if (r != (ssize_t)sizeof(rnd))
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s/%s: no random bytes for the "
+				"temporary name: %s", dir, name,
+				r < 0 ? strerror(errno) : "short read");
+	n = snprintf(w->tmp, sizeof(w->tmp), "%s/." DPG_FIO_TMP_FMT, dir, name,
+		     (long)getpid(), rnd);
+	if (n < 0 || (size_t)n >= sizeof(w->tmp))
+		return dpg_errf(err, "%s: path too long for its temporary name; "
+				"use a shorter directory", w->path);
+	return 0;
+}
+
 int dpg_wf_open(struct dpg_wfile *w, const char *dir, const char *name,
 		struct dpg_err *err)
 {
-	int n, rc;
+	int rc;
 
 	memset(w, 0, sizeof(*w));
 	w->fd = -1;
 	w->dir = dir;
 	if ((rc = dpg_fio_path_join(w->path, sizeof(w->path), dir, name, err)) != 0)
 		return rc;
-	n = snprintf(w->tmp, sizeof(w->tmp), "%s.tmp.%ld", w->path, (long)getpid());
-	if (n < 0 || (size_t)n >= sizeof(w->tmp))
-		return dpg_errf(err, "%s: path too long for its temporary name; "
-				"use a shorter directory", w->path);
+	if ((rc = wf_tmpname(w, dir, name, err)) != 0)
+		return rc;
 	w->buf = malloc(DPG_FIO_BUF);
 	if (!w->buf)
 		return dpg_errs(err, DPG_ERR_NOMEM, "%s: out of memory for the write buffer",
@@ -317,7 +337,7 @@ int dpg_fio_mkdir(char *path, struct dpg_err *err)
 	char *slash;
 	int rc;
 
-	if (mkdir(path, 0755) != 0) {
+	if (mkdir(path, 0700) != 0) {
 		int e = errno;
 
 		if (is_dir(path))
@@ -362,3 +382,88 @@ int dpg_fio_mkdir_p(const char *dir, struct dpg_err *err)
 	return dpg_fio_mkdir(buf, err);
 }
 
+
+/* ---------------------------------------------------------------- trust */
+
+static int dir_refuse(const char *dir, const struct stat *st, const char *why,
+		      struct dpg_err *err)
+{
+	return dpg_errf(err, "checkpoint directory %s (owner uid %u, mode %04o) %s: "
+			"refused, another user could read or replace the checkpoint; "
+			"use a directory of your own (chmod go-w, or mkdir a new one)",
+			dir, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), why);
+}
+
+int dpg_fio_dir_check(const char *dir, int nofollow, int mine, struct dpg_err *err)
+{
+	struct stat st;
+	int fd, e;
+
+	do {
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0 && (errno == ELOOP || (nofollow && errno == ENOTDIR &&
+					 lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))))
+		return dpg_errf(err, "checkpoint directory %s is a symbolic link: refused "
+				"(remove it)", dir);
+	if (fd < 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "checkpoint directory %s: cannot "
+				"open: %s", dir, strerror(errno));
+	if (fstat(fd, &st) != 0) {
+		e = errno;
+		(void)close(fd);
+		return dpg_errs(err, DPG_ERR_SYSTEM, "checkpoint directory %s: fstat "
+				"failed: %s", dir, strerror(e));
+	}
+	(void)close(fd);	/* read-only: nothing to lose at close */
+	if (mine && st.st_uid != geteuid())
+		return dir_refuse(dir, &st, "is owned by another user", err);
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return dir_refuse(dir, &st, "is writable by group or others", err);
+	return 0;
+}
+
+/* n > 0 decimal digits at s, then the end or stop. */
+static const char *digits(const char *s, size_t min)
+{
+	size_t n = 0;
+
+	while (s[n] >= '0' && s[n] <= '9')
+		n++;
+	return n >= min && n > 0 ? s + n : NULL;
+}
+
+/* "meta", "latest" or "shard-" + at least 5 digits, then ".tmp.": the
+ * rest of the name, or NULL. */
+static const char *tmp_base(const char *s)
+{
+	static const char *const fixed[] = { "meta", "latest" };
+	size_t i;
+
+	for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		size_t n = strlen(fixed[i]);
+
+		if (strncmp(s, fixed[i], n) == 0 && strncmp(s + n, ".tmp.", 5) == 0)
+			return s + n + 5;
+	}
+	if (strncmp(s, "shard-", 6) != 0 || !(s = digits(s + 6, 5)))
+		return NULL;
+	return strncmp(s, ".tmp.", 5) == 0 ? s + 5 : NULL;
+}
+
+int dpg_fio_is_tmp_name(const char *name)
+{
+	const char *p;
+	size_t i;
+
+	if (name[0] == '.') {	/* .NAME.tmp.PID.RAND (RAND: 16 hex digits) */
+		if (!(p = tmp_base(name + 1)) || !(p = digits(p, 1)) || *p++ != '.')
+			return 0;
+		for (i = 0; i < 16; i++)
+			if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+				return 0;
+		return p[16] == '\0';
+	}
+	/* NAME.tmp.PID, the form of dpg before issue 17 */
+	return (p = tmp_base(name)) && (p = digits(p, 1)) && *p == '\0';
+}

@@ -25,7 +25,8 @@ void dpg_fio_decode_floats(float *dst, const uint8_t *p, size_t n);
 int dpg_fio_write_full(int fd, const void *buf, size_t n);
 int dpg_fio_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got);
 int dpg_fio_read_full(int fd, void *buf, size_t n, size_t *got);
-/* open(O_RDONLY | O_NONBLOCK), retried on EINTR: a descriptor or -1 (errno);
+/* open(O_RDONLY | O_NONBLOCK | O_NOFOLLOW), retried on EINTR: a descriptor
+ * or -1 (errno; ELOOP: a symbolic link);
  * dpg_fio_close_read closes it (nothing can be lost at close). */
 int dpg_fio_open_read(const char *path);
 void dpg_fio_close_read(int fd);
@@ -34,26 +35,37 @@ void dpg_fio_close_read(int fd);
  * -DPG_ERR_NOMEM, or -DPG_ERR_INVALID (a path too long, a file where a
  * directory should be), with the message in err. */
 
+/* dir is a directory that no other user can change: not writable by group
+ * or others, owned by us (mine), not a symbolic link (nofollow); otherwise
+ * -DPG_ERR_INVALID naming dir, its owner uid and mode. */
+int dpg_fio_dir_check(const char *dir, int nofollow, int mine, struct dpg_err *err);
+
+/* A temporary name of the atomic writer: ".NAME.tmp.PID.RAND" (RAND: 16
+ * lowercase hex digits) or the older "NAME.tmp.PID", NAME one of meta,
+ * latest, shard-NNNNN; nothing else (a user's thesis.tmp.tex is not ours). */
+#define DPG_FIO_TMP_FMT "%s.tmp.%ld.%016llx"
+int dpg_fio_is_tmp_name(const char *name);
+
 /* "a/b" into buf. */
 int dpg_fio_path_join(char *buf, size_t len, const char *a, const char *b,
 		      struct dpg_err *err);
 /* Make dir's entries durable (a file system that cannot sync a directory
  * is not an error). */
 int dpg_fio_fsync_dir(const char *dir, struct dpg_err *err);
-/* mkdir path (its parent exists; one that exists is fine), syncing the
+/* mkdir path 0700 (its parent exists; one that exists is fine), syncing the
  * parent when it was created; path is restored before returning. */
 int dpg_fio_mkdir(char *path, struct dpg_err *err);
 /* mkdir -p dir, every new level made durable. */
 int dpg_fio_mkdir_p(const char *dir, struct dpg_err *err);
 
-/* The atomic writer: DIR/NAME is written as DIR/NAME.tmp.PID through a
- * buffer that hashes what passes, then fsync'd, renamed over NAME and the
- * directory synced.  After a failure of any call but dpg_wf_open, the
+/* The atomic writer: DIR/NAME is written as DIR/.NAME.tmp.PID.RAND (mode
+ * 0600, O_EXCL | O_NOFOLLOW) through a buffer that hashes what passes, then
+ * fsync'd, renamed over NAME and the directory synced.  After a failure of any call but dpg_wf_open, the
  * caller calls dpg_wf_abort (which removes the temporary file). */
 struct dpg_wfile {
 	const char *dir;		/* NAME's directory (synced after rename) */
 	char path[DPG_FIO_PATH_MAX];	/* NAME */
-	char tmp[DPG_FIO_PATH_MAX];	/* NAME.tmp.PID */
+	char tmp[DPG_FIO_PATH_MAX];	/* DIR/.NAME.tmp.PID.RAND */
 	int fd;
 	int created;			/* tmp exists and is ours to remove */
 	struct dpg_sha256 sha;

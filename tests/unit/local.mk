@@ -4,7 +4,8 @@
 # one (<program>.c); it needs its own CPPFLAGS (every wing's headers and
 # cmocka's) and LDADD (its wing's libraries), since automake knows no
 # per-folder variables.
-EXTRA_DIST += tests/unit/check_layering.sh
+EXTRA_DIST += tests/unit/check_layering.sh tests/unit/check_cloexec.sh \
+	tests/unit/check_man_synopsis.sh
 UNIT_CPPFLAGS = $(ALL_CPPFLAGS) $(CMOCKA_CFLAGS)
 LAUNCH_TEST_LDADD = libdpglaunch.la libdpgcommon.la $(CMOCKA_LIBS)
 RT_TEST_LDADD = libdpgtrain.la libdpgrt.la libdpgcommon.la $(CMOCKA_LIBS) -lm -lpthread
@@ -12,7 +13,8 @@ RT_TEST_LDADD = libdpgtrain.la libdpgrt.la libdpgcommon.la $(CMOCKA_LIBS) -lm -l
 # ---------------------------------------------------------------- common
 UNIT_COMMON = tests/unit/common/test_env tests/unit/common/test_hostlist \
 	tests/unit/common/test_parse tests/unit/common/test_port \
-	tests/unit/common/test_port_collisions tests/unit/common/test_taskdist
+	tests/unit/common/test_port_collisions tests/unit/common/test_portcheck \
+	tests/unit/common/test_taskdist
 tests_unit_common_test_env_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_common_test_env_LDADD = $(LAUNCH_TEST_LDADD)
 # with libslurm, also a differential test against libslurm's own hostlist
@@ -29,6 +31,8 @@ tests_unit_common_test_port_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_common_test_port_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_common_test_port_collisions_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_common_test_port_collisions_LDADD = $(LAUNCH_TEST_LDADD)
+tests_unit_common_test_portcheck_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_common_test_portcheck_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_common_test_taskdist_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_common_test_taskdist_LDADD = $(LAUNCH_TEST_LDADD)
 
@@ -113,7 +117,8 @@ check_PROGRAMS = $(UNIT_TESTS)
 TESTS = $(UNIT_TESTS)
 # golden binding plans (tests/plan/run.sh --update regenerates them) and the
 # architecture's build checks; both read the source tree through DPG_SRCDIR
-TESTS += tests/plan/run.sh tests/unit/check_layering.sh
+TESTS += tests/plan/run.sh tests/unit/check_layering.sh tests/unit/check_cloexec.sh \
+	tests/unit/check_man_synopsis.sh
 AM_TESTS_ENVIRONMENT = DPG_PLAN=$(abs_builddir)/dpg-plan \
 	DPG_SRCDIR=$(abs_top_srcdir) DPG_BUILDDIR=$(abs_builddir); export DPG_PLAN DPG_SRCDIR DPG_BUILDDIR;
 else

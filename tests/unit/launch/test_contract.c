@@ -671,6 +671,27 @@ static void test_rank_vars_overwritten(void **state)
 	}
 }
 
+/* An inherited value is the submitter's text and goes into slurmstepd's
+ * log: a newline or escape in it must not start a forged log line. */
+static void test_rank_vars_quoted(void **state)
+{
+	struct fx *f = *state;
+	size_t i;
+
+	env_step(&f->env, "n[1-3]", 6, 3, "2(x3)", 42, 1);
+	env_set(&f->env, "RANK", "5\nerror: forged");
+	env_set(&f->env, "WORLD_SIZE", "\x1b[2K\r9");
+	contract_for(f, 3, 1, 1, "n2");
+	assert_var(&f->out, "RANK", "3");
+	for (i = 0; f->out.notice[i] != '\0'; i++)
+		if ((unsigned char)f->out.notice[i] < 0x20 ||
+		    (unsigned char)f->out.notice[i] == 0x7f)
+			fail_msg("raw byte 0x%02x at %zu in the notice \"%s\"",
+				 (unsigned char)f->out.notice[i], i, f->out.notice);
+	assert_contains(f->out.notice, " RANK=5\\x0aerror: forged");
+	assert_contains(f->out.notice, "WORLD_SIZE=\\x1b[2K\\x0d9");
+}
+
 static void test_no_torchelastic_agent_store(void **state)
 {
 	struct fx *f = *state;
@@ -1087,6 +1108,7 @@ int main(void)
 		T(test_user_port_not_a_number),
 		T(test_user_addr_too_long),
 		T(test_rank_vars_overwritten),
+		T(test_rank_vars_quoted),
 		T(test_no_torchelastic_agent_store),
 		T(test_full_export_list),
 		cmocka_unit_test(test_special_steps),

@@ -1,6 +1,9 @@
 /* test_ckpt.c - unit tests for lib/train/ckpt.c: save at 1-4 ranks and load at 1-5
  * (resharding), round trips, corruption, hostile files, other models, bad
- * latest pointers, a crash between the shards and the commit.
+ * latest pointers, a crash between the shards and the commit, and a shared
+ * directory: only dpg's own temporary names are removed, files 0600 and
+ * directories 0700, foreign or group/other-writable directories and
+ * symbolic links refused.
  *
  * One process plays every rank.  Each test works in its own mkdtemp
  * directory under $TMPDIR (or /tmp), removed by the teardown. */
@@ -501,23 +504,198 @@ static void test_files_on_disk(void **st)
 	assert_int_equal(n, 2);	/* latest, step-00000007 */
 }
 
-/* A NAME.tmp.<our pid> left by a crash is replaced; a second save of the
- * same step overwrites the first. */
+/* The atomic writer's leftovers (its names, both forms) are cleaned; a
+ * second save of the same step overwrites the first. */
 static void test_stale_tmp_and_overwrite(void **st)
 {
 	struct fixture *f = *st;
-	char sd[PATHLEN], tmp[PATHLEN + 64];
+	char sd[PATHLEN], tmp[PATHLEN + 64], old[PATHLEN + 64];
 	struct dpg_err e = { "" };
 
 	assert_int_equal(dpg_ckpt_prepare(f->dir, 5, &e), 0);
 	assert_int_equal(dpg_ckpt_stepdir(f->dir, 5, sd, sizeof(sd), &e), 0);
-	snprintf(tmp, sizeof(tmp), "%s/shard-00000.tmp.%ld", sd, (long)getpid());
+	snprintf(tmp, sizeof(tmp), "%s/.shard-00000.tmp.%ld.0123456789abcdef", sd,
+		 (long)getpid());
 	spit(tmp, "stale", 5);
+	snprintf(old, sizeof(old), "%s/shard-00000.tmp.%ld", sd, (long)getpid());
+	spit(old, "stale", 5);
 	save(f->dir, &base, 2, 5, 2, 0, NULL, 0);
+	dpg_ckpt_clean_tmp(f->dir, 5);
 	assert_int_equal(access(tmp, F_OK), -1);
+	assert_int_equal(access(old, F_OK), -1);
 	load_check(f->dir, &base, 3, 2, 5, 0);
 	save(f->dir, &base, 2, 5, 2, 1, NULL, 0);
 	load_check(f->dir, &base, 3, 2, 5, 1);
+}
+
+/* ================================================================ shared directories */
+
+/* A user's own files that merely contain ".tmp." survive a clean; dpg's
+ * exact temporary names (both forms, both directories) do not. */
+static void test_user_tmp_files_survive(void **st)
+{
+	static const char *const users[] = {
+		"thesis.tmp.tex", "notes.tmp.1", "meta.tmp.", "meta.tmp.12x",
+		".meta.tmp.1.0123", ".meta.tmp.1.0123456789ABCDEF", "shard-1.tmp.5",
+		"xlatest.tmp.7", ".latest.tmp.7.0123456789abcdef0",
+	};
+	static const char *const ours[] = {
+		"meta.tmp.123", "latest.tmp.9", "shard-00003.tmp.77",
+		".meta.tmp.123.0123456789abcdef", ".shard-1048575.tmp.4.fedcba9876543210",
+	};
+	struct fixture *f = *st;
+	char sd[PATHLEN], path[PATHLEN];
+	const char *where[2];
+	struct dpg_err e = { "" };
+	size_t i;
+	int w;
+
+	save(f->dir, &base, 2, 3, 2, 0, NULL, 0);
+	assert_int_equal(dpg_ckpt_stepdir(f->dir, 3, sd, sizeof(sd), &e), 0);
+	where[0] = f->dir;
+	where[1] = sd;
+	for (w = 0; w < 2; w++) {
+		for (i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
+			sub(path, where[w], users[i]);
+			spit(path, "mine", 4);
+		}
+		for (i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+			sub(path, where[w], ours[i]);
+			spit(path, "half", 4);
+		}
+	}
+	dpg_ckpt_clean_tmp(f->dir, 3);
+	for (w = 0; w < 2; w++) {
+		for (i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
+			sub(path, where[w], users[i]);
+			if (access(path, F_OK) != 0)
+				fail_msg("the user's %s was removed", path);
+		}
+		for (i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+			sub(path, where[w], ours[i]);
+			if (access(path, F_OK) == 0)
+				fail_msg("dpg's leftover %s was kept", path);
+		}
+	}
+	load_check(f->dir, &base, 2, 2, 3, 0);
+}
+
+static void assert_mode(const char *path, unsigned want)
+{
+	struct stat sb;
+
+	assert_int_equal(lstat(path, &sb), 0);
+	if ((sb.st_mode & 07777) != want)
+		fail_msg("%s has mode %04o, expected %04o", path, sb.st_mode & 07777, want);
+}
+
+/* With umask 0, what a save creates is still private. */
+static void test_private_modes(void **st)
+{
+	static const char *const files[] = { "meta", "shard-00000", "shard-00001" };
+	struct fixture *f = *st;
+	char dir[PATHLEN], mid[PATHLEN], sd[PATHLEN], path[PATHLEN];
+	struct dpg_err e = { "" };
+	mode_t old = umask(0);
+	size_t i;
+
+	sub(mid, f->dir, "new");
+	sub(dir, mid, "ckpt");
+	save(dir, &base, 2, 4, 2, 0, NULL, 0);
+	umask(old);
+	assert_mode(mid, 0700);
+	assert_mode(dir, 0700);
+	assert_int_equal(dpg_ckpt_stepdir(dir, 4, sd, sizeof(sd), &e), 0);
+	assert_mode(sd, 0700);
+	sub(path, dir, "latest");
+	assert_mode(path, 0600);
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		sub(path, sd, files[i]);
+		assert_mode(path, 0600);
+	}
+}
+
+static void prepare_fails(const char *dir, long step, const char *want, const char *want2)
+{
+	struct dpg_err e = { "" };
+
+	if (dpg_ckpt_prepare(dir, step, &e) == 0)
+		fail_msg("prepare %s succeeded, expected \"%s\"", dir, want);
+	assert_has(e.msg, want);
+	if (want2)
+		assert_has(e.msg, want2);
+}
+
+/* Directories another user could change are refused, for saving and (when
+ * writable by others) for loading, with the owner and mode in the message. */
+static void test_foreign_dirs(void **st)
+{
+	struct fixture *f = *st;
+	char dir[PATHLEN], sd[PATHLEN];
+	struct dpg_err e = { "" };
+
+	sub(dir, f->dir, "shared");
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(chmod(dir, 0777), 0);
+	prepare_fails(dir, 1, "mode 0777", "writable by group or others");
+	assert_int_equal(chmod(dir, 01777), 0);
+	prepare_fails(dir, 1, "mode 1777", dir);
+	assert_int_equal(chmod(dir, 0770), 0);
+	prepare_fails(dir, 1, "mode 0770", NULL);
+	assert_int_equal(chmod(dir, 0700), 0);
+	save(dir, &base, 2, 1, 2, 0, NULL, 0);
+	assert_int_equal(dpg_ckpt_stepdir(dir, 1, sd, sizeof(sd), &e), 0);
+	assert_int_equal(chmod(sd, 0777), 0);
+	prepare_fails(dir, 1, "step-00000001 (owner uid", "mode 0777");
+	meta_fails(dir, "mode 0777");
+	assert_int_equal(chmod(sd, 0700), 0);
+	assert_int_equal(chmod(dir, 0722), 0);
+	meta_fails(dir, "writable by group or others");
+	assert_int_equal(chmod(dir, 0700), 0);
+	load_check(dir, &base, 2, 2, 1, 0);
+	if (geteuid() != 0)
+		return;	/* chown needs root */
+	assert_int_equal(chown(sd, 65534, 65534), 0);
+	prepare_fails(dir, 1, "owner uid 65534", "owned by another user");
+	assert_int_equal(chown(sd, 0, 0), 0);
+	assert_int_equal(chown(dir, 65534, 65534), 0);
+	prepare_fails(dir, 2, "owner uid 65534", "owned by another user");
+}
+
+/* A symbolic link planted for a shard, latest or a step directory is
+ * refused (open(O_NOFOLLOW)), even when it points at an intact copy. */
+static void test_symlinks_refused(void **st)
+{
+	struct fixture *f = *st;
+	char sd[PATHLEN], path[PATHLEN], copy[PATHLEN], other[PATHLEN];
+	struct dpg_err e = { "" };
+
+	save(f->dir, &base, 2, 6, 2, 0, NULL, 0);
+	assert_int_equal(dpg_ckpt_stepdir(f->dir, 6, sd, sizeof(sd), &e), 0);
+	sub(path, sd, "shard-00001");
+	sub(copy, f->dir, "elsewhere");
+	copy_file(path, copy);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink(copy, path), 0);
+	load_fails(f->dir, &base, 2, 1, 2, "shard-00001 is a symbolic link", NULL);
+	assert_int_equal(unlink(path), 0);
+	copy_file(copy, path);
+	load_check(f->dir, &base, 2, 2, 6, 0);
+
+	sub(path, f->dir, "latest");
+	sub(copy, f->dir, "latest-copy");
+	copy_file(path, copy);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink(copy, path), 0);
+	meta_fails(f->dir, "latest is a symbolic link");
+	assert_int_equal(unlink(path), 0);
+	copy_file(copy, path);
+
+	sub(other, f->dir, "real-step");
+	assert_int_equal(rename(sd, other), 0);
+	assert_int_equal(symlink(other, sd), 0);
+	meta_fails(f->dir, "is a symbolic link");
+	prepare_fails(f->dir, 6, "is a symbolic link", NULL);
 }
 
 /* ================================================================ corruption */
@@ -971,7 +1149,7 @@ static void test_bad_arguments(void **st)
 	assert_has(e.msg, "longer than");
 	/* a step directory that does not exist */
 	assert_int_equal(dpg_ckpt_write_shard(f->dir, 9, &L, 0, 3, s.a, &e), -DPG_ERR_SYSTEM);
-	assert_has(e.msg, "step-00000009/shard-00000.tmp.");
+	assert_has(e.msg, "step-00000009/.shard-00000.tmp.");
 	/* prepare over a plain file */
 	sub(path, f->dir, "file");
 	spit(path, "x", 1);
@@ -993,6 +1171,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_extra_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_files_on_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_tmp_and_overwrite, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_user_tmp_files_survive, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_private_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_foreign_dirs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlinks_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shard_byte_flips, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shard_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meta_byte_flips, setup, teardown),
