@@ -99,7 +99,10 @@ dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out);
 /* Leave the job and free everything (also after errors; NULL is fine).
  * Collective: every rank waits for the others (on the CPU backend a world
  * barrier first, so a rank that died meanwhile is DPG_ERR_PEER at once);
- * resources are freed whatever it returns. */
+ * resources are freed whatever it returns.  After a successful finalize
+ * no rank returns before rank 0's rendezvous store is down, so a new
+ * dpg_init (same MASTER_ADDR/PORT, e.g. a restart inside the process) can
+ * follow at once on every rank. */
 dpg_status_t dpg_finalize(dpg_ctx_t *ctx);
 
 /* Tear down every communicator of ctx: calls blocked in other threads

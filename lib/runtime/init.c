@@ -510,26 +510,59 @@ dpg_status_t dpg_abort(dpg_ctx_t *ctx)
 	return DPG_OK;
 }
 
-/* Ranks leave together, so that rank 0 keeps serving the store until no one
- * needs it; skipped after a failure (a dead peer would never arrive). */
+/* Ranks leave together, and a new world can be joined the moment any rank
+ * is back from dpg_finalize (a restart or a test harness in one process):
+ *  1. every rank arrives at the store barrier <ns>/bye;
+ *  2. the others count themselves out (<ns>/bye/left); the last one sets
+ *     <ns>/bye/gone, which rank 0 waits for: no one needs the store any more,
+ *     and dpg_finalize on rank 0 stops it;
+ *  3. the others wait until the store has closed their connection (a wait
+ *     for a key nobody sets ends with -DPG_ERR_PEER when it goes away).
+ * So no rank returns while the old store is still serving: a new dpg_init
+ * can never reach the previous world's store and find its own rank claimed
+ * there.  Skipped after a failure (a dead peer would never arrive). */
+static int goodbye_others(struct dpg_ctx *ctx, int64_t deadline,
+			  struct dpg_err *e)
+{
+	char left[KEY_MAX + 1], gone[KEY_MAX + 1], closed[KEY_MAX + 1];
+	int64_t n = 0;
+	void *v = NULL;
+	size_t len = 0;
+	int rc;
+
+	snprintf(left, sizeof(left), "%s/bye/left", ctx->ns);
+	snprintf(gone, sizeof(gone), "%s/bye/gone", ctx->ns);
+	snprintf(closed, sizeof(closed), "%s/bye/closed", ctx->ns);
+	rc = dpg_store_add(ctx->store, left, 1, &n, deadline, e);
+	if (rc == 0 && n == ctx->j.world_size - 1)
+		rc = dpg_store_set(ctx->store, gone, "1", 1, deadline, e);
+	if (rc != 0)
+		return -DPG_ERR_PEER;
+	/* rank 0 now stops its store: wait until it is down (or it lingers
+	 * no longer than FINALIZE_LINGER_MS) */
+	deadline = dpg_now_ms() + FINALIZE_LINGER_MS;
+	rc = dpg_store_get(ctx->store, closed, &v, &len, deadline, NULL);
+	free(v);
+	return rc == -DPG_ERR_ABORTED ? rc : 0;
+}
+
 static int goodbye(struct dpg_ctx *ctx, struct dpg_err *e)
 {
-	char name[KEY_MAX + 1], left[KEY_MAX + 1];
-	int64_t deadline = dpg_now_ms() + ctx->timeout_ms, n = 0;
+	char name[KEY_MAX + 1], gone[KEY_MAX + 1];
+	const char *keys[1] = { gone };
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms;
 	int rc;
 
 	snprintf(name, sizeof(name), "%s/bye", ctx->ns);
-	snprintf(left, sizeof(left), "%s/bye/left", ctx->ns);
+	snprintf(gone, sizeof(gone), "%s/bye/gone", ctx->ns);
 	rc = dpg_store_barrier(ctx->store, name, ctx->j.world_size, deadline, e);
 	if (rc != 0)
 		return rc;
 	if (ctx->j.rank != 0)
-		return dpg_store_add(ctx->store, left, 1, NULL, deadline, e) == 0 ?
-		       0 : -DPG_ERR_PEER;
-	deadline = dpg_now_ms() + FINALIZE_LINGER_MS;
-	while (dpg_store_add(ctx->store, left, 0, &n, deadline, e) == 0 &&
-	       n < ctx->j.world_size - 1 && dpg_now_ms() < deadline)
-		usleep(2000);
+		return goodbye_others(ctx, deadline, e);
+	/* the others have their barrier reply once they count themselves out */
+	(void)dpg_store_wait(ctx->store, keys, 1, dpg_now_ms() + FINALIZE_LINGER_MS,
+			     NULL);
 	return 0;
 }
 

@@ -127,6 +127,43 @@ static void test_single_process_no_environment(void **state)
 	expect_all_ok(&j);
 }
 
+/* Init after finalize: a test harness or a restart joins a new world in the
+ * same process, on the same MASTER_ADDR/PORT, right after dpg_finalize. */
+#define REINIT_ROUNDS 10
+
+static void body_reinit(int rank, const struct job *j)
+{
+	for (int round = 0; round < REINIT_ROUNDS; round++) {
+		dpg_ctx_t *ctx = NULL;
+		double t0 = now_s(), dt;
+		int32_t v = rank + round, want = 0;
+
+		for (int r = 0; r < j->n; r++)
+			want += r + round;
+		CHK_OK(ctx, dpg_init(NULL, &ctx));
+		CHK_OK(ctx, dpg_allreduce(dpg_world(ctx), &v, &v, 1, DPG_I32,
+					  DPG_SUM, NULL));
+		CHK(v == want, "round %d: sum %d, want %d", round, v, want);
+		CHK_OK(ctx, dpg_finalize(ctx));
+		dt = now_s() - t0;
+		CHK(dt < 5.0, "round %d took %.2f s", round, dt);
+	}
+}
+
+static void test_init_after_finalize(void **state)
+{
+	(void)state;
+	for (int n = 2; n <= 3; n++) {
+		struct job j = { .n = n, .body = body_reinit, .timeout_s = 20,
+				 .limit_s = 60 };
+		double t0 = now_s();
+
+		expect_all_ok(&j);
+		printf("# %d rounds of init/allreduce/finalize, %d ranks: %.3f s\n",
+		       REINIT_ROUNDS, n, now_s() - t0);
+	}
+}
+
 /* ------------------------------------------------ environment errors */
 
 struct bad_env {
@@ -786,6 +823,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_single_process_no_environment),
 		cmocka_unit_test(test_init_finalize_1_2_3_5),
+		cmocka_unit_test(test_init_after_finalize),
 		cmocka_unit_test(test_inconsistent_env),
 		cmocka_unit_test(test_wrong_secret),
 		cmocka_unit_test(test_duplicate_rank),
