@@ -217,6 +217,93 @@ static int claim_rank(struct dpg_ctx *ctx, struct dpg_err *e)
 	return rc;
 }
 
+/* ------------------------------------------------------------ world size */
+
+/* Rank 0 announces its world size (<ns>/size) as soon as it serves the
+ * store, so that a disagreement is found at once in both directions.  The
+ * greeting (rank 0 checks everyone's) words it, but rank 0 collects the
+ * greetings of the ranks it believes in first: when it claims the larger
+ * world, the ranks past ours do not exist and it would wait for them until
+ * its deadline.  So a rank that sees the larger size at rank 0 stands in
+ * for the ranks it does not know with placeholder greetings (set only where
+ * none is yet); rank 0 then finds our size in our own greeting and tells
+ * every rank.  A rank outside rank 0's world cannot greet: it fails alone. */
+#define SIZE_STAND_IN_MAX 4096
+
+static int announce_size(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	char key[KEY_MAX + 1], v[160];
+
+	snprintf(key, sizeof(key), "%s/size", ctx->ns);
+	snprintf(v, sizeof(v), "%d %s", ctx->j.world_size, ctx->node);
+	return dpg_store_set(ctx->store, key, v, strlen(v),
+			     dpg_now_ms() + ctx->timeout_ms, e);
+}
+
+/* Placeholder greetings of ranks [from, to) where none is yet.  Rank 0,
+ * having published its verdict, waits until every greeted rank has read it
+ * (xchg.c's <prefix>/ack count): the placeholders we set are acknowledged
+ * here at once, as no one stands behind them. */
+static int stand_in(struct dpg_ctx *ctx, int from, int to, int64_t deadline,
+		    struct dpg_err *e)
+{
+	char key[KEY_MAX + 1], v[64];
+	int rc = 0, mine = 0;
+
+	snprintf(v, sizeof(v), "absent (rank %d has world size %d)", ctx->j.rank,
+		 ctx->j.world_size);
+	for (int r = from; rc == 0 && r < to; r++) {
+		void *cur = NULL;
+		size_t clen = 0;
+
+		snprintf(key, sizeof(key), "%s/hello/%d", ctx->ns, r);
+		rc = dpg_store_cas(ctx->store, key, "", 0, v, strlen(v), &cur, &clen,
+				   deadline, e);
+		if (rc == 0 && clen == strlen(v) && memcmp(cur, v, clen) == 0)
+			mine++;
+		free(cur);
+	}
+	snprintf(key, sizeof(key), "%s/hello/ack", ctx->ns);
+	if (rc == 0 && mine > 0)
+		rc = dpg_store_add(ctx->store, key, mine, NULL, deadline, e);
+	return rc;
+}
+
+static int check_size(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	char key[KEY_MAX + 1], node0[DPG_HOST_MAX] = "?";
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms;
+	int n0 = 0, n = ctx->j.world_size, rc;
+	void *v = NULL;
+	size_t len = 0;
+
+	snprintf(key, sizeof(key), "%s/size", ctx->ns);
+	rc = dpg_store_get(ctx->store, key, &v, &len, deadline, e);
+	if (rc != 0)
+		return rc;
+	if (sscanf(v, "%d %63s", &n0, node0) < 1 || n0 < 1)
+		n0 = n;		/* not ours to judge: the greeting will */
+	free(v);
+	if (ctx->j.rank >= n0)
+		return dpg_errs(e, DPG_ERR_ENV, "inconsistent environment: rank %d "
+				"(%s) has world size %d but rank 0 (%s) has %d "
+				"(WORLD_SIZE / SLURM_STEP_NUM_TASKS differ between "
+				"tasks?)", ctx->j.rank, ctx->node, n, node0, n0);
+	if (n0 > n)
+		return stand_in(ctx, n, n0 - n > SIZE_STAND_IN_MAX ?
+				n + SIZE_STAND_IN_MAX : n0, deadline, e);
+	return 0;
+}
+
+static int agree_size(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	int rc = ctx->j.rank == 0 ? announce_size(ctx, e) : check_size(ctx, e);
+
+	if (rc != 0 && rc != -DPG_ERR_ENV)
+		dpg_err_prefix(e, "joining the job (world size)");
+	return rc;
+}
+
 /* ------------------------------------------------------------ greeting */
 
 struct hello {
@@ -408,7 +495,8 @@ static int join_world(struct dpg_ctx *ctx, struct dpg_err *e)
 	struct dpg_xchg x;
 	int rc, cap_min = 3, cap_rank = 0;
 
-	if ((rc = connect_store(ctx, e)) != 0 || (rc = claim_rank(ctx, e)) != 0)
+	if ((rc = connect_store(ctx, e)) != 0 || (rc = claim_rank(ctx, e)) != 0 ||
+	    (rc = agree_size(ctx, e)) != 0)
 		return rc;
 	rc = greet(ctx, &x, e);
 	if (rc == 0)

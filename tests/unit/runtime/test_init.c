@@ -343,6 +343,43 @@ static void test_world_size_mismatch(void **state)
 	expect_all_ok(&j);
 }
 
+/* The other direction: rank 0 claims the larger world.  Every rank must say
+ * so at once (not wait DPG_TIMEOUT for a rank that does not exist). */
+static void env_world_mismatch0(int rank, const struct job *j)
+{
+	(void)j;
+	if (rank == 0)
+		setenv("WORLD_SIZE", "3", 1);
+}
+
+static void body_world_mismatch0(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	double t0 = now_s(), dt;
+	dpg_status_t st = dpg_init(NULL, &ctx);
+
+	(void)j;
+	dt = now_s() - t0;
+	printf("# rank %d: %s after %.3f s: %s\n", rank, dpg_strerror(st), dt,
+	       dpg_last_error(ctx));
+	CHK(st == DPG_ERR_ENV, "%s: %s", dpg_strerror(st), dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), "world size 2") != NULL &&
+	    strstr(dpg_last_error(ctx), "has 3") != NULL, "%s",
+	    dpg_last_error(ctx));
+	CHK(dt < 3.0, "took %.2f s (DPG_TIMEOUT %g)", dt, j->timeout_s);
+	dpg_finalize(ctx);
+}
+
+static void test_world_size_mismatch_rank0_larger(void **state)
+{
+	struct job j = { .n = 2, .env = env_world_mismatch0,
+			 .body = body_world_mismatch0, .timeout_s = 10,
+			 .limit_s = 40 };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
 /* ------------------------------------------------ collectives */
 
 static void body_collectives(int rank, const struct job *j)
@@ -828,6 +865,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_secret),
 		cmocka_unit_test(test_duplicate_rank),
 		cmocka_unit_test(test_world_size_mismatch),
+		cmocka_unit_test(test_world_size_mismatch_rank0_larger),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_collectives),
 		cmocka_unit_test(test_all_gather_bytes),
