@@ -38,10 +38,15 @@ extern "C" {
 typedef enum {
 	DPG_OK = 0,
 	DPG_ERR_INVALID,	/* bad argument */
-	DPG_ERR_ENV,		/* missing or inconsistent environment */
+	DPG_ERR_ENV,		/* missing or inconsistent environment, on
+				 * every rank alike: also an unresolvable
+				 * MASTER_ADDR, a MASTER_PORT held by another
+				 * process, or answered by a service that is
+				 * not a dpg store */
 	DPG_ERR_TIMEOUT,	/* a deadline passed */
 	DPG_ERR_PEER,		/* a peer died or broke the protocol */
-	DPG_ERR_AUTH,		/* wrong or missing job secret */
+	DPG_ERR_AUTH,		/* wrong or missing job secret (a dpg store
+				 * refused it, or it refused ours) */
 	DPG_ERR_SYSTEM,		/* a system call failed */
 	DPG_ERR_NOMEM,
 	DPG_ERR_UNSUPPORTED,	/* e.g. NCCL asked for but not built */

@@ -6,12 +6,14 @@
 #include "net.h"	/* dpg_now_ms */
 #include "netif.h"	/* dpg_route_addr */
 #include "store.h"
+#include "store_wire.h"	/* DPG_WIRE_MAGIC: is it a dpg store? */
 #include "xchg.h"
 #ifdef DPG_HAVE_NCCL
 #include "nccl_backend.h"
 #endif
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -153,6 +155,101 @@ static int start_world(struct dpg_ctx *ctx, int cap_min, int cap_rank,
 
 /* ------------------------------------------------------------ the store */
 
+/* MASTER_ADDR must resolve: DPG_ERR_ENV with one wording on every rank (a
+ * transient DNS failure is retried until the deadline). */
+static int resolve_master(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms;
+	int g;
+
+	while ((g = getaddrinfo(ctx->j.master_addr, NULL, &hints, &res)) == EAI_AGAIN &&
+	       dpg_now_ms() < deadline && !dpg_ctx_aborted(ctx))
+		usleep(100000);
+	if (g != 0)
+		return dpg_errs(e, DPG_ERR_ENV, "cannot resolve MASTER_ADDR=%s: %s",
+				ctx->j.master_addr, gai_strerror(g));
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* Another process listens on MASTER_PORT (tried the way the store binds). */
+static bool port_held(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	bool held;
+
+	if (fd < 0)
+		return false;
+	held = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+	       bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+	       errno == EADDRINUSE;
+	close(fd);
+	return held;
+}
+
+/* After the store refused us: did a dpg store answer at all?  A dpg store
+ * greets every connection with a challenge of its own header; anything else
+ * in the first bytes is another service. */
+static bool foreign_service(struct dpg_ctx *ctx)
+{
+	uint8_t b[DPG_WIRE_HDR];
+	struct dpg_wire_hdr h;
+	int64_t deadline = dpg_now_ms() + 2000;
+	int fd = -1;
+	bool foreign;
+
+	if (dpg_net_connect(ctx->j.master_addr, ctx->j.master_port, deadline,
+			    &ctx->abort_flag, &fd, NULL) != 0)
+		return false;
+	foreign = dpg_net_read_full(fd, b, sizeof(b), deadline, &ctx->abort_flag,
+				    NULL) == 0;
+	if (foreign) {
+		dpg_wire_hdr_get(b, &h);
+		foreign = h.magic != DPG_WIRE_MAGIC;
+	}
+	close(fd);
+	return foreign;
+}
+
+/* Rank 0 serves the store on MASTER_PORT. */
+static int serve_store(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
+		       struct dpg_err *e)
+{
+	int rc = check_master_local(ctx, e);
+
+	if (rc != 0)
+		return rc;
+	rc = dpg_store_server_start(NULL, ctx->j.master_port, secret, slen,
+				    &ctx->srv, e);
+	if (rc == 0)
+		return 0;
+	dpg_err_prefix(e, "rank 0 cannot serve the rendezvous store (MASTER_PORT "
+		       "taken by another job, or by a process of this one that "
+		       "also claims rank 0?)");
+	return port_held(ctx->j.master_port) ? -DPG_ERR_ENV : -DPG_ERR_SYSTEM;
+}
+
+/* Word a failure to reach the store (every rank alike). */
+static int connect_failed(struct dpg_ctx *ctx, int rc, struct dpg_err *e)
+{
+	if (rc == -DPG_ERR_AUTH && foreign_service(ctx))
+		return dpg_errs(e, DPG_ERR_ENV, "MASTER_ADDR:MASTER_PORT %s:%u is not "
+				"a dpg store (another service answered): is "
+				"MASTER_PORT right?", ctx->j.master_addr,
+				(unsigned)ctx->j.master_port);
+	if (rc == -DPG_ERR_AUTH)
+		dpg_err_prefix(e, "the store of rank 0 refused this rank's job "
+			       "secret (DPG_SECRET differs between ranks, or "
+			       "MASTER_ADDR:MASTER_PORT is another job's store)");
+	else if (rc == -DPG_ERR_TIMEOUT)
+		dpg_err_prefix(e, "rank 0's store did not answer (is rank 0 "
+			       "running, and MASTER_ADDR/MASTER_PORT right?)");
+	return rc;
+}
+
 static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 {
 	uint8_t secret[DPG_STORE_SECRET_MAX];
@@ -162,31 +259,14 @@ static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 
 	if (dpg_secret_parse(ctx->j.secret, secret, sizeof(secret), &slen, e) != 0)
 		return -DPG_ERR_AUTH;
-	if (ctx->j.rank == 0) {
-		rc = check_master_local(ctx, e);
-		if (rc == 0 && dpg_store_server_start(NULL, ctx->j.master_port, secret,
-						      slen, &ctx->srv, e) != 0) {
-			dpg_err_prefix(e, "rank 0 cannot serve the rendezvous store "
-				       "(MASTER_PORT taken by another job, or by a "
-				       "process of this one that also claims rank 0?)");
-			rc = -DPG_ERR_SYSTEM;
-		}
-		if (rc != 0) {
-			explicit_bzero(secret, sizeof(secret));
-			return rc;
-		}
-	}
-	rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret, slen,
-			       deadline, &ctx->abort_flag, &ctx->store, e);
+	rc = resolve_master(ctx, e);
+	if (rc == 0 && ctx->j.rank == 0)
+		rc = serve_store(ctx, secret, slen, e);
+	if (rc == 0)
+		rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
+				       slen, deadline, &ctx->abort_flag, &ctx->store, e);
 	explicit_bzero(secret, sizeof(secret));
-	if (rc == -DPG_ERR_AUTH)
-		dpg_err_prefix(e, "the store of rank 0 refused this rank's job "
-			       "secret (DPG_SECRET differs between ranks, or "
-			       "MASTER_ADDR:MASTER_PORT is another job's store)");
-	else if (rc == -DPG_ERR_TIMEOUT)
-		dpg_err_prefix(e, "rank 0's store did not answer (is rank 0 "
-			       "running, and MASTER_ADDR/MASTER_PORT right?)");
-	return rc;
+	return rc == 0 ? 0 : connect_failed(ctx, rc, e);
 }
 
 /* Claim the rank in the store: two processes with the same RANK fail here

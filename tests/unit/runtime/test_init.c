@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -378,6 +379,112 @@ static void test_world_size_mismatch_rank0_larger(void **state)
 
 	(void)state;
 	expect_all_ok(&j);
+}
+
+/* ------------------------------------------------ one cause, one status */
+
+/* An unresolvable MASTER_ADDR is DPG_ERR_ENV on every rank, with one
+ * wording. */
+static void env_bad_master(int rank, const struct job *j)
+{
+	(void)rank;
+	(void)j;
+	setenv("MASTER_ADDR", "no-such-host.invalid", 1);
+}
+
+static void body_same_status_env(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_status_t st = dpg_init(NULL, &ctx);
+	const char *needle = j->arg;
+
+	printf("# rank %d: %s: %s\n", rank, dpg_strerror(st), dpg_last_error(ctx));
+	CHK(st == DPG_ERR_ENV, "%s: %s", dpg_strerror(st), dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), needle) != NULL, "no '%s' in %s", needle,
+	    dpg_last_error(ctx));
+	dpg_finalize(ctx);
+}
+
+static void test_unresolvable_master_same_status(void **state)
+{
+	struct job j = { .n = 2, .env = env_bad_master,
+			 .body = body_same_status_env,
+			 .arg = (void *)"cannot resolve MASTER_ADDR=no-such-host.invalid",
+			 .timeout_s = 3, .limit_s = 30 };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
+/* Another service (one that talks first, like sshd) holds MASTER_PORT:
+ * rank 0 cannot serve there, the others reach a stranger; both say it is
+ * the environment, the others that it is not a dpg store. */
+struct foreign {
+	int lfd;
+	volatile int stop;
+};
+
+static void *foreign_main(void *arg)
+{
+	struct foreign *f = arg;
+
+	while (!f->stop) {
+		struct timeval tv = { 0, 100000 };
+		fd_set rd;
+		int fd;
+
+		FD_ZERO(&rd);
+		FD_SET(f->lfd, &rd);
+		if (select(f->lfd + 1, &rd, NULL, NULL, &tv) <= 0)
+			continue;
+		fd = accept(f->lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		send(fd, "SSH-2.0-OpenSSH_9.2p1 Debian\r\n", 31, MSG_NOSIGNAL);
+		usleep(50000);
+		close(fd);
+	}
+	return NULL;
+}
+
+static void body_foreign(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	double t0 = now_s();
+	dpg_status_t st = dpg_init(NULL, &ctx);
+	const char *needle = rank == 0 ? "MASTER_PORT" :
+			     "is not a dpg store (another service answered)";
+
+	(void)j;
+	printf("# rank %d: %s after %.3f s: %s\n", rank, dpg_strerror(st),
+	       now_s() - t0, dpg_last_error(ctx));
+	CHK(st == DPG_ERR_ENV, "%s: %s", dpg_strerror(st), dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), needle) != NULL, "no '%s' in %s", needle,
+	    dpg_last_error(ctx));
+	dpg_finalize(ctx);
+}
+
+static void test_foreign_service_on_master_port(void **state)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(a);
+	struct foreign f = { .lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) };
+	struct job j = { .n = 2, .body = body_foreign, .timeout_s = 3,
+			 .limit_s = 30 };
+	pthread_t th;
+
+	(void)state;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(f.lfd >= 0);
+	assert_int_equal(bind(f.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(f.lfd, 16), 0);
+	assert_int_equal(getsockname(f.lfd, (struct sockaddr *)&a, &sl), 0);
+	j.port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&th, NULL, foreign_main, &f), 0);
+	expect_all_ok(&j);
+	f.stop = 1;
+	pthread_join(th, NULL);
+	close(f.lfd);
 }
 
 /* ------------------------------------------------ collectives */
@@ -866,6 +973,8 @@ int main(void)
 		cmocka_unit_test(test_duplicate_rank),
 		cmocka_unit_test(test_world_size_mismatch),
 		cmocka_unit_test(test_world_size_mismatch_rank0_larger),
+		cmocka_unit_test(test_unresolvable_master_same_status),
+		cmocka_unit_test(test_foreign_service_on_master_port),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_collectives),
 		cmocka_unit_test(test_all_gather_bytes),
