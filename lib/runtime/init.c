@@ -768,7 +768,8 @@ static int leave(struct dpg_ctx *ctx, struct dpg_err *e)
 	return rc;
 }
 
-dpg_status_t dpg_finalize(dpg_ctx_t *ctx)
+/* (the parentheses keep dpg.h's dpg_finalize(&ctx) macro out) */
+dpg_status_t (dpg_finalize)(dpg_ctx_t *ctx)
 {
 	struct dpg_err e = { { 0 } };
 	dpg_status_t st;

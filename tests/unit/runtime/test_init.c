@@ -381,6 +381,115 @@ static void test_world_size_mismatch_rank0_larger(void **state)
 	expect_all_ok(&j);
 }
 
+/* ------------------------------------------------ the last error */
+
+#define CHK_CLEAR(ctx, what)                                                \
+	CHK(strcmp(dpg_last_error(ctx), "") == 0, "after a successful %s: '%s'", \
+	    what, dpg_last_error(ctx))
+
+/* A failure on ctx, so that a stale message would show. */
+static void fail_once(dpg_ctx_t *ctx)
+{
+	float x = 1;
+
+	CHK(dpg_allreduce(dpg_world(ctx), &x, &x, 1, (dpg_dtype_t)42, DPG_SUM,
+			  NULL) == DPG_ERR_INVALID, "dtype 42 accepted");
+	CHK(strstr(dpg_last_error(ctx), "dtype 42") != NULL, "%s",
+	    dpg_last_error(ctx));
+}
+
+static void body_last_error(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_comm_t *w, *sub = NULL;
+	dpg_mesh_t *mesh = NULL;
+	float x = 1;
+	int n = j->n;
+
+	(void)rank;
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	w = dpg_world(ctx);
+	CHK_CLEAR(ctx, "dpg_init");
+	/* every successful call on ctx clears the last error */
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_barrier(w));
+	CHK_CLEAR(ctx, "barrier");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_comm_split(w, 0, 0, &sub));
+	CHK_CLEAR(ctx, "comm_split");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_comm_destroy(sub));
+	CHK_CLEAR(ctx, "comm_destroy");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_mesh_create(ctx, 1, &n, &mesh));
+	CHK_CLEAR(ctx, "mesh_create");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_mesh_destroy(mesh));
+	CHK_CLEAR(ctx, "mesh_destroy");
+	/* a call given no handle reaches no context: it records nothing in
+	 * ctx, and dpg_last_error(NULL) says what happened */
+	fail_once(ctx);
+	CHK(dpg_allreduce(NULL, &x, &x, 1, DPG_F32, DPG_SUM, NULL) ==
+	    DPG_ERR_INVALID, "NULL comm");
+	CHK(strstr(dpg_last_error(NULL), "no context") != NULL &&
+	    strstr(dpg_last_error(NULL), "NULL") != NULL, "%s",
+	    dpg_last_error(NULL));
+	CHK(strstr(dpg_last_error(ctx), "dtype 42") != NULL, "%s",
+	    dpg_last_error(ctx));
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+static void test_last_error(void **state)
+{
+	struct job j = { .n = 2, .body = body_last_error };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
+/* dpg_finalize(&ctx) leaves ctx NULL: every later call through it is
+ * DPG_ERR_INVALID (or -1 / NULL for the accessors), never a use after free;
+ * a second finalize is harmless. */
+static void body_after_finalize(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_mesh_t *mesh = NULL;
+	dpg_comm_t *sub = NULL;
+	float x = 1;
+	int one = 1;
+
+	(void)rank;
+	(void)j;
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
+	CHK_OK(ctx, dpg_finalize(&ctx));
+	CHK(ctx == NULL, "dpg_finalize(&ctx) left ctx set");
+	CHK(dpg_world(ctx) == NULL && dpg_rank(ctx) == -1 &&
+	    dpg_world_size(ctx) == -1, "accessors after finalize");
+	CHK(dpg_allreduce(dpg_world(ctx), &x, &x, 1, DPG_F32, DPG_SUM, NULL) ==
+	    DPG_ERR_INVALID, "allreduce after finalize");
+	CHK(dpg_barrier(dpg_world(ctx)) == DPG_ERR_INVALID, "barrier");
+	CHK(dpg_comm_split(dpg_world(ctx), 0, 0, &sub) == DPG_ERR_INVALID &&
+	    sub == NULL, "split");
+	CHK(dpg_mesh_create(ctx, 1, &one, &mesh) == DPG_ERR_INVALID && mesh == NULL,
+	    "mesh");
+	CHK(dpg_abort(ctx) == DPG_ERR_INVALID, "abort");
+	CHK(strstr(dpg_last_error(ctx), "no context") != NULL, "%s",
+	    dpg_last_error(ctx));
+	CHK(dpg_finalize(&ctx) == DPG_OK && ctx == NULL, "second finalize");
+	CHK(dpg_finalize((dpg_ctx_t **)NULL) == DPG_OK, "finalize(NULL)");
+}
+
+static void test_calls_after_finalize(void **state)
+{
+	struct job j1 = { .n = 1, .body = body_after_finalize };
+	struct job j2 = { .n = 2, .body = body_after_finalize };
+
+	(void)state;
+	expect_all_ok(&j1);
+	expect_all_ok(&j2);
+}
+
 /* ------------------------------------------------ one cause, one status */
 
 /* An unresolvable MASTER_ADDR is DPG_ERR_ENV on every rank, with one
@@ -976,6 +1085,8 @@ int main(void)
 		cmocka_unit_test(test_unresolvable_master_same_status),
 		cmocka_unit_test(test_foreign_service_on_master_port),
 		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_last_error),
+		cmocka_unit_test(test_calls_after_finalize),
 		cmocka_unit_test(test_collectives),
 		cmocka_unit_test(test_all_gather_bytes),
 		cmocka_unit_test(test_comm_split_parity),
