@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -527,33 +526,19 @@ static void test_unresolvable_master_same_status(void **state)
 
 /* Another service (one that talks first, like sshd) holds MASTER_PORT:
  * rank 0 cannot serve there, the others reach a stranger; both say it is
- * the environment, the others that it is not a dpg store. */
-struct foreign {
-	int lfd;
-	volatile int stop;
-};
-
-static void *foreign_main(void *arg)
+ * the environment, the others that it is not a dpg store.  The service is
+ * a process of its own (a thread would be forked into the ranks). */
+static void foreign_serve(int lfd)
 {
-	struct foreign *f = arg;
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
 
-	while (!f->stop) {
-		struct timeval tv = { 0, 100000 };
-		fd_set rd;
-		int fd;
-
-		FD_ZERO(&rd);
-		FD_SET(f->lfd, &rd);
-		if (select(f->lfd + 1, &rd, NULL, NULL, &tv) <= 0)
-			continue;
-		fd = accept(f->lfd, NULL, NULL);
 		if (fd < 0)
 			continue;
 		send(fd, "SSH-2.0-OpenSSH_9.2p1 Debian\r\n", 31, MSG_NOSIGNAL);
 		usleep(50000);
 		close(fd);
 	}
-	return NULL;
 }
 
 static void body_foreign(int rank, const struct job *j)
@@ -577,23 +562,28 @@ static void test_foreign_service_on_master_port(void **state)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t sl = sizeof(a);
-	struct foreign f = { .lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) };
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), status;
 	struct job j = { .n = 2, .body = body_foreign, .timeout_s = 3,
 			 .limit_s = 30 };
-	pthread_t th;
+	pid_t svc;
 
 	(void)state;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(f.lfd >= 0);
-	assert_int_equal(bind(f.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(f.lfd, 16), 0);
-	assert_int_equal(getsockname(f.lfd, (struct sockaddr *)&a, &sl), 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &sl), 0);
 	j.port = ntohs(a.sin_port);
-	assert_int_equal(pthread_create(&th, NULL, foreign_main, &f), 0);
+	svc = fork();
+	assert_true(svc >= 0);
+	if (svc == 0) {
+		alarm(60);
+		foreign_serve(lfd);
+	}
 	expect_all_ok(&j);
-	f.stop = 1;
-	pthread_join(th, NULL);
-	close(f.lfd);
+	kill(svc, SIGKILL);
+	waitpid(svc, &status, 0);
+	close(lfd);
 }
 
 /* ------------------------------------------------ collectives */
