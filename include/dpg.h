@@ -47,10 +47,15 @@ extern "C" {
 typedef enum {
 	DPG_OK = 0,
 	DPG_ERR_INVALID,	/* bad argument */
-	DPG_ERR_ENV,		/* missing or inconsistent environment */
+	DPG_ERR_ENV,		/* missing or inconsistent environment, on
+				 * every rank alike: also an unresolvable
+				 * MASTER_ADDR, a MASTER_PORT held by another
+				 * process, or answered by a service that is
+				 * not a dpg store */
 	DPG_ERR_TIMEOUT,	/* a deadline passed */
 	DPG_ERR_PEER,		/* a peer died or broke the protocol */
-	DPG_ERR_AUTH,		/* wrong or missing job secret */
+	DPG_ERR_AUTH,		/* wrong or missing job secret (a dpg store
+				 * refused it, or it refused ours) */
 	DPG_ERR_SYSTEM,		/* a system call failed */
 	DPG_ERR_NOMEM,
 	DPG_ERR_UNSUPPORTED,	/* e.g. NCCL asked for but not built */
@@ -108,8 +113,35 @@ dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out);
 /* Leave the job and free everything (also after errors; NULL is fine).
  * Collective: every rank waits for the others (on the CPU backend a world
  * barrier first, so a rank that died meanwhile is DPG_ERR_PEER at once);
- * resources are freed whatever it returns. */
+ * resources are freed whatever it returns.  After a successful finalize
+ * no rank returns before rank 0's rendezvous store is down, so a new
+ * dpg_init (same MASTER_ADDR/PORT, e.g. a restart inside the process) can
+ * follow at once on every rank.
+ *
+ * Write dpg_finalize(&ctx) (C11 and C++; in C99 dpg_finalize_and_clear(&ctx)):
+ * it also sets ctx to NULL, so that every later
+ * call through it is DPG_ERR_INVALID (dpg_world(NULL) is NULL, the
+ * accessors give -1) and a second dpg_finalize(&ctx) is a harmless DPG_OK,
+ * where a freed context would be a use after free.  dpg_finalize(ctx) with
+ * the pointer itself still works but leaves ctx dangling.  Either way the
+ * context's communicators (dpg_world included) and meshes are freed with
+ * it: do not keep copies of them past dpg_finalize. */
 dpg_status_t dpg_finalize(dpg_ctx_t *ctx);
+
+/* dpg_finalize(&ctx): finalize *ctx and set *ctx = NULL (NULL is fine). */
+static inline dpg_status_t dpg_finalize_and_clear(dpg_ctx_t **ctx)
+{
+	dpg_ctx_t *c = ctx != NULL ? *ctx : NULL;
+
+	if (ctx != NULL)
+		*ctx = NULL;
+	return (dpg_finalize)(c);
+}
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define dpg_finalize(ctx) _Generic((ctx), \
+	dpg_ctx_t **: dpg_finalize_and_clear, \
+	default: dpg_finalize)(ctx)
+#endif
 
 /* Tear down every communicator of ctx: calls blocked in other threads
  * return DPG_ERR_ABORTED.  Safe from any thread and from signal-free
@@ -172,8 +204,12 @@ dpg_comm_t *dpg_mesh_comm(dpg_mesh_t *mesh, int dim);
 int dpg_mesh_coord(const dpg_mesh_t *mesh, int dim);
 dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh);
 
-/* The last error of ctx as one line ("" if none); valid until the next
- * call on ctx. */
+/* The last error of ctx as one line: the failure of the last call that
+ * reached ctx (any call on it, its communicators, meshes or ZeRO state), ""
+ * after a successful one (dpg_abort, which may run in another thread, and
+ * the accessors leave it alone).  Valid until the next call on ctx.  A call
+ * given a NULL handle (no context to record in) returns DPG_ERR_INVALID and
+ * records nothing: dpg_last_error(NULL) returns a fixed text saying so. */
 const char *dpg_last_error(const dpg_ctx_t *ctx);
 
 /* A short name for a status ("timeout", "peer failure", ...). */
@@ -196,6 +232,12 @@ const char *dpg_version(void);
 #endif
 
 #ifdef __cplusplus
+}
+
+/* C++: dpg_finalize(&ctx) as an overload. */
+static inline dpg_status_t dpg_finalize(dpg_ctx_t **ctx)
+{
+	return dpg_finalize_and_clear(ctx);
 }
 #endif
 

@@ -169,8 +169,10 @@ dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem);
 dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
 			   size_t extra_len);
 /* Load dir/latest, at any world size (resharded on load); refuses a
- * corrupt file or another model.  extra gets up to extra_cap bytes and
- * *extra_len their count (both may be NULL/0).  Collective. */
+ * corrupt file or another model.  extra gets the saved extra bytes and
+ * *extra_len their count: extra NULL ignores them (extra_cap is then not
+ * looked at), extra_len NULL does not report the count; a non-NULL extra
+ * with less than their count in extra_cap is DPG_ERR_INVALID.  Collective. */
 dpg_status_t dpg_zero_load(dpg_zero_t *z, const char *dir, void *extra,
 			   size_t extra_cap, size_t *extra_len);
 

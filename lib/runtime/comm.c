@@ -402,6 +402,7 @@ dpg_status_t dpg_comm_destroy(dpg_comm_t *comm)
 			       "dpg_mesh_destroy");
 		return DPG_ERR_INVALID;
 	}
+	dpg_ctx_clear_err(comm->ctx);
 	return dpg_comm_destroy_owned(comm);
 }
 
@@ -472,7 +473,7 @@ bool dpg_comm_ok(const dpg_comm_t *c)
 
 int dpg_comm_enter(dpg_comm_t *c, struct dpg_err *e)
 {
-	c->ctx->err[0] = '\0';
+	dpg_ctx_clear_err(c->ctx);
 	if (dpg_ctx_aborted(c->ctx))
 		return dpg_errs(e, DPG_ERR_ABORTED, "aborted (dpg_abort was called)");
 	return 0;

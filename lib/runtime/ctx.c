@@ -31,14 +31,22 @@ void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
 		*nl = ' ';
 }
 
+void dpg_ctx_clear_err(struct dpg_ctx *ctx)
+{
+	if (ctx != NULL)
+		ctx->err[0] = '\0';
+}
+
 dpg_status_t dpg_ctx_fail(struct dpg_ctx *ctx, int rc, const char *what,
 			  const struct dpg_err *e)
 {
 	dpg_status_t st = dpg_status_of(rc);
 	const char *msg;
 
-	if (st == DPG_OK)
+	if (st == DPG_OK) {
+		dpg_ctx_clear_err(ctx);
 		return DPG_OK;
+	}
 	msg = e != NULL && e->msg[0] != '\0' ? e->msg :
 	      st == DPG_ERR_ABORTED ? "aborted (dpg_abort was called)" :
 	      dpg_strerror(st);
@@ -70,8 +78,10 @@ const char *dpg_strerror(dpg_status_t status)
 const char *dpg_last_error(const dpg_ctx_t *ctx)
 {
 	if (ctx == NULL)
-		return "dpg: no context (dpg_init could not allocate one, or was "
-		       "given no output pointer)";
+		return "dpg: no context: a call was given a NULL handle (a "
+		       "finalized context, a failed dpg_init that could not "
+		       "allocate one, or a NULL communicator or mesh) and "
+		       "returned DPG_ERR_INVALID";
 	return ctx->err;
 }
 

@@ -49,10 +49,11 @@ struct dpg_ctx {
 /* dpg_abort was called. */
 bool dpg_ctx_aborted(const struct dpg_ctx *ctx);
 
+
 /* The one mapping at the public edge: an internal return code (0 or a
  * negated dpg_status_t) as a dpg_status_t.  A failure records the last
  * error "<who> <what>: <e's message>" ("<e's message>" when what is NULL;
- * the status's text when e has none). */
+ * the status's text when e has none); success clears it. */
 dpg_status_t dpg_ctx_fail(struct dpg_ctx *ctx, int rc, const char *what,
 			  const struct dpg_err *e);
 

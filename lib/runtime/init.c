@@ -6,12 +6,14 @@
 #include "net.h"	/* dpg_now_ms */
 #include "netif.h"	/* dpg_route_addr */
 #include "store.h"
+#include "store_wire.h"	/* DPG_WIRE_MAGIC: is it a dpg store? */
 #include "xchg.h"
 #ifdef DPG_HAVE_NCCL
 #include "nccl_backend.h"
 #endif
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -153,6 +155,101 @@ static int start_world(struct dpg_ctx *ctx, int cap_min, int cap_rank,
 
 /* ------------------------------------------------------------ the store */
 
+/* MASTER_ADDR must resolve: DPG_ERR_ENV with one wording on every rank (a
+ * transient DNS failure is retried until the deadline). */
+static int resolve_master(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms;
+	int g;
+
+	while ((g = getaddrinfo(ctx->j.master_addr, NULL, &hints, &res)) == EAI_AGAIN &&
+	       dpg_now_ms() < deadline && !dpg_ctx_aborted(ctx))
+		usleep(100000);
+	if (g != 0)
+		return dpg_errs(e, DPG_ERR_ENV, "cannot resolve MASTER_ADDR=%s: %s",
+				ctx->j.master_addr, gai_strerror(g));
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* Another process listens on MASTER_PORT (tried the way the store binds). */
+static bool port_held(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	bool held;
+
+	if (fd < 0)
+		return false;
+	held = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+	       bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+	       errno == EADDRINUSE;
+	close(fd);
+	return held;
+}
+
+/* After the store refused us: did a dpg store answer at all?  A dpg store
+ * greets every connection with a challenge of its own header; anything else
+ * in the first bytes is another service. */
+static bool foreign_service(struct dpg_ctx *ctx)
+{
+	uint8_t b[DPG_WIRE_HDR];
+	struct dpg_wire_hdr h;
+	int64_t deadline = dpg_now_ms() + 2000;
+	int fd = -1;
+	bool foreign;
+
+	if (dpg_net_connect(ctx->j.master_addr, ctx->j.master_port, deadline,
+			    &ctx->abort_flag, &fd, NULL) != 0)
+		return false;
+	foreign = dpg_net_read_full(fd, b, sizeof(b), deadline, &ctx->abort_flag,
+				    NULL) == 0;
+	if (foreign) {
+		dpg_wire_hdr_get(b, &h);
+		foreign = h.magic != DPG_WIRE_MAGIC;
+	}
+	close(fd);
+	return foreign;
+}
+
+/* Rank 0 serves the store on MASTER_PORT. */
+static int serve_store(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
+		       struct dpg_err *e)
+{
+	int rc = check_master_local(ctx, e);
+
+	if (rc != 0)
+		return rc;
+	rc = dpg_store_server_start(NULL, ctx->j.master_port, secret, slen,
+				    &ctx->srv, e);
+	if (rc == 0)
+		return 0;
+	dpg_err_prefix(e, "rank 0 cannot serve the rendezvous store (MASTER_PORT "
+		       "taken by another job, or by a process of this one that "
+		       "also claims rank 0?)");
+	return port_held(ctx->j.master_port) ? -DPG_ERR_ENV : -DPG_ERR_SYSTEM;
+}
+
+/* Word a failure to reach the store (every rank alike). */
+static int connect_failed(struct dpg_ctx *ctx, int rc, struct dpg_err *e)
+{
+	if (rc == -DPG_ERR_AUTH && foreign_service(ctx))
+		return dpg_errs(e, DPG_ERR_ENV, "MASTER_ADDR:MASTER_PORT %s:%u is not "
+				"a dpg store (another service answered): is "
+				"MASTER_PORT right?", ctx->j.master_addr,
+				(unsigned)ctx->j.master_port);
+	if (rc == -DPG_ERR_AUTH)
+		dpg_err_prefix(e, "the store of rank 0 refused this rank's job "
+			       "secret (DPG_SECRET differs between ranks, or "
+			       "MASTER_ADDR:MASTER_PORT is another job's store)");
+	else if (rc == -DPG_ERR_TIMEOUT)
+		dpg_err_prefix(e, "rank 0's store did not answer (is rank 0 "
+			       "running, and MASTER_ADDR/MASTER_PORT right?)");
+	return rc;
+}
+
 static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 {
 	uint8_t secret[DPG_STORE_SECRET_MAX];
@@ -162,31 +259,14 @@ static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 
 	if (dpg_secret_parse(ctx->j.secret, secret, sizeof(secret), &slen, e) != 0)
 		return -DPG_ERR_AUTH;
-	if (ctx->j.rank == 0) {
-		rc = check_master_local(ctx, e);
-		if (rc == 0 && dpg_store_server_start(NULL, ctx->j.master_port, secret,
-						      slen, &ctx->srv, e) != 0) {
-			dpg_err_prefix(e, "rank 0 cannot serve the rendezvous store "
-				       "(MASTER_PORT taken by another job, or by a "
-				       "process of this one that also claims rank 0?)");
-			rc = -DPG_ERR_SYSTEM;
-		}
-		if (rc != 0) {
-			explicit_bzero(secret, sizeof(secret));
-			return rc;
-		}
-	}
-	rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret, slen,
-			       deadline, &ctx->abort_flag, &ctx->store, e);
+	rc = resolve_master(ctx, e);
+	if (rc == 0 && ctx->j.rank == 0)
+		rc = serve_store(ctx, secret, slen, e);
+	if (rc == 0)
+		rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
+				       slen, deadline, &ctx->abort_flag, &ctx->store, e);
 	explicit_bzero(secret, sizeof(secret));
-	if (rc == -DPG_ERR_AUTH)
-		dpg_err_prefix(e, "the store of rank 0 refused this rank's job "
-			       "secret (DPG_SECRET differs between ranks, or "
-			       "MASTER_ADDR:MASTER_PORT is another job's store)");
-	else if (rc == -DPG_ERR_TIMEOUT)
-		dpg_err_prefix(e, "rank 0's store did not answer (is rank 0 "
-			       "running, and MASTER_ADDR/MASTER_PORT right?)");
-	return rc;
+	return rc == 0 ? 0 : connect_failed(ctx, rc, e);
 }
 
 /* Claim the rank in the store: two processes with the same RANK fail here
@@ -214,6 +294,93 @@ static int claim_rank(struct dpg_ctx *ctx, struct dpg_err *e)
 			      (int)(clen > 100 ? 100 : clen), (char *)cur,
 			      dpg_join_src_name(ctx->j.src));
 	free(cur);
+	return rc;
+}
+
+/* ------------------------------------------------------------ world size */
+
+/* Rank 0 announces its world size (<ns>/size) as soon as it serves the
+ * store, so that a disagreement is found at once in both directions.  The
+ * greeting (rank 0 checks everyone's) words it, but rank 0 collects the
+ * greetings of the ranks it believes in first: when it claims the larger
+ * world, the ranks past ours do not exist and it would wait for them until
+ * its deadline.  So a rank that sees the larger size at rank 0 stands in
+ * for the ranks it does not know with placeholder greetings (set only where
+ * none is yet); rank 0 then finds our size in our own greeting and tells
+ * every rank.  A rank outside rank 0's world cannot greet: it fails alone. */
+#define SIZE_STAND_IN_MAX 4096
+
+static int announce_size(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	char key[KEY_MAX + 1], v[160];
+
+	snprintf(key, sizeof(key), "%s/size", ctx->ns);
+	snprintf(v, sizeof(v), "%d %s", ctx->j.world_size, ctx->node);
+	return dpg_store_set(ctx->store, key, v, strlen(v),
+			     dpg_now_ms() + ctx->timeout_ms, e);
+}
+
+/* Placeholder greetings of ranks [from, to) where none is yet.  Rank 0,
+ * having published its verdict, waits until every greeted rank has read it
+ * (xchg.c's <prefix>/ack count): the placeholders we set are acknowledged
+ * here at once, as no one stands behind them. */
+static int stand_in(struct dpg_ctx *ctx, int from, int to, int64_t deadline,
+		    struct dpg_err *e)
+{
+	char key[KEY_MAX + 1], v[64];
+	int rc = 0, mine = 0;
+
+	snprintf(v, sizeof(v), "absent (rank %d has world size %d)", ctx->j.rank,
+		 ctx->j.world_size);
+	for (int r = from; rc == 0 && r < to; r++) {
+		void *cur = NULL;
+		size_t clen = 0;
+
+		snprintf(key, sizeof(key), "%s/hello/%d", ctx->ns, r);
+		rc = dpg_store_cas(ctx->store, key, "", 0, v, strlen(v), &cur, &clen,
+				   deadline, e);
+		if (rc == 0 && clen == strlen(v) && memcmp(cur, v, clen) == 0)
+			mine++;
+		free(cur);
+	}
+	snprintf(key, sizeof(key), "%s/hello/ack", ctx->ns);
+	if (rc == 0 && mine > 0)
+		rc = dpg_store_add(ctx->store, key, mine, NULL, deadline, e);
+	return rc;
+}
+
+static int check_size(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	char key[KEY_MAX + 1], node0[DPG_HOST_MAX] = "?";
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms;
+	int n0 = 0, n = ctx->j.world_size, rc;
+	void *v = NULL;
+	size_t len = 0;
+
+	snprintf(key, sizeof(key), "%s/size", ctx->ns);
+	rc = dpg_store_get(ctx->store, key, &v, &len, deadline, e);
+	if (rc != 0)
+		return rc;
+	if (sscanf(v, "%d %63s", &n0, node0) < 1 || n0 < 1)
+		n0 = n;		/* not ours to judge: the greeting will */
+	free(v);
+	if (ctx->j.rank >= n0)
+		return dpg_errs(e, DPG_ERR_ENV, "inconsistent environment: rank %d "
+				"(%s) has world size %d but rank 0 (%s) has %d "
+				"(WORLD_SIZE / SLURM_STEP_NUM_TASKS differ between "
+				"tasks?)", ctx->j.rank, ctx->node, n, node0, n0);
+	if (n0 > n)
+		return stand_in(ctx, n, n0 - n > SIZE_STAND_IN_MAX ?
+				n + SIZE_STAND_IN_MAX : n0, deadline, e);
+	return 0;
+}
+
+static int agree_size(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	int rc = ctx->j.rank == 0 ? announce_size(ctx, e) : check_size(ctx, e);
+
+	if (rc != 0 && rc != -DPG_ERR_ENV)
+		dpg_err_prefix(e, "joining the job (world size)");
 	return rc;
 }
 
@@ -408,7 +575,8 @@ static int join_world(struct dpg_ctx *ctx, struct dpg_err *e)
 	struct dpg_xchg x;
 	int rc, cap_min = 3, cap_rank = 0;
 
-	if ((rc = connect_store(ctx, e)) != 0 || (rc = claim_rank(ctx, e)) != 0)
+	if ((rc = connect_store(ctx, e)) != 0 || (rc = claim_rank(ctx, e)) != 0 ||
+	    (rc = agree_size(ctx, e)) != 0)
 		return rc;
 	rc = greet(ctx, &x, e);
 	if (rc == 0)
@@ -510,26 +678,59 @@ dpg_status_t dpg_abort(dpg_ctx_t *ctx)
 	return DPG_OK;
 }
 
-/* Ranks leave together, so that rank 0 keeps serving the store until no one
- * needs it; skipped after a failure (a dead peer would never arrive). */
+/* Ranks leave together, and a new world can be joined the moment any rank
+ * is back from dpg_finalize (a restart or a test harness in one process):
+ *  1. every rank arrives at the store barrier <ns>/bye;
+ *  2. the others count themselves out (<ns>/bye/left); the last one sets
+ *     <ns>/bye/gone, which rank 0 waits for: no one needs the store any more,
+ *     and dpg_finalize on rank 0 stops it;
+ *  3. the others wait until the store has closed their connection (a wait
+ *     for a key nobody sets ends with -DPG_ERR_PEER when it goes away).
+ * So no rank returns while the old store is still serving: a new dpg_init
+ * can never reach the previous world's store and find its own rank claimed
+ * there.  Skipped after a failure (a dead peer would never arrive). */
+static int goodbye_others(struct dpg_ctx *ctx, int64_t deadline,
+			  struct dpg_err *e)
+{
+	char left[KEY_MAX + 1], gone[KEY_MAX + 1], closed[KEY_MAX + 1];
+	int64_t n = 0;
+	void *v = NULL;
+	size_t len = 0;
+	int rc;
+
+	snprintf(left, sizeof(left), "%s/bye/left", ctx->ns);
+	snprintf(gone, sizeof(gone), "%s/bye/gone", ctx->ns);
+	snprintf(closed, sizeof(closed), "%s/bye/closed", ctx->ns);
+	rc = dpg_store_add(ctx->store, left, 1, &n, deadline, e);
+	if (rc == 0 && n == ctx->j.world_size - 1)
+		rc = dpg_store_set(ctx->store, gone, "1", 1, deadline, e);
+	if (rc != 0)
+		return -DPG_ERR_PEER;
+	/* rank 0 now stops its store: wait until it is down (or it lingers
+	 * no longer than FINALIZE_LINGER_MS) */
+	deadline = dpg_now_ms() + FINALIZE_LINGER_MS;
+	rc = dpg_store_get(ctx->store, closed, &v, &len, deadline, NULL);
+	free(v);
+	return rc == -DPG_ERR_ABORTED ? rc : 0;
+}
+
 static int goodbye(struct dpg_ctx *ctx, struct dpg_err *e)
 {
-	char name[KEY_MAX + 1], left[KEY_MAX + 1];
-	int64_t deadline = dpg_now_ms() + ctx->timeout_ms, n = 0;
+	char name[KEY_MAX + 1], gone[KEY_MAX + 1];
+	const char *keys[1] = { gone };
+	int64_t deadline = dpg_now_ms() + ctx->timeout_ms;
 	int rc;
 
 	snprintf(name, sizeof(name), "%s/bye", ctx->ns);
-	snprintf(left, sizeof(left), "%s/bye/left", ctx->ns);
+	snprintf(gone, sizeof(gone), "%s/bye/gone", ctx->ns);
 	rc = dpg_store_barrier(ctx->store, name, ctx->j.world_size, deadline, e);
 	if (rc != 0)
 		return rc;
 	if (ctx->j.rank != 0)
-		return dpg_store_add(ctx->store, left, 1, NULL, deadline, e) == 0 ?
-		       0 : -DPG_ERR_PEER;
-	deadline = dpg_now_ms() + FINALIZE_LINGER_MS;
-	while (dpg_store_add(ctx->store, left, 0, &n, deadline, e) == 0 &&
-	       n < ctx->j.world_size - 1 && dpg_now_ms() < deadline)
-		usleep(2000);
+		return goodbye_others(ctx, deadline, e);
+	/* the others have their barrier reply once they count themselves out */
+	(void)dpg_store_wait(ctx->store, keys, 1, dpg_now_ms() + FINALIZE_LINGER_MS,
+			     NULL);
 	return 0;
 }
 
@@ -567,7 +768,8 @@ static int leave(struct dpg_ctx *ctx, struct dpg_err *e)
 	return rc;
 }
 
-dpg_status_t dpg_finalize(dpg_ctx_t *ctx)
+/* (the parentheses keep dpg.h's dpg_finalize(&ctx) macro out) */
+dpg_status_t (dpg_finalize)(dpg_ctx_t *ctx)
 {
 	struct dpg_err e = { { 0 } };
 	dpg_status_t st;

@@ -85,6 +85,7 @@ dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
 		*out = NULL;
 	if (ctx == NULL)
 		return DPG_ERR_INVALID;
+	dpg_ctx_clear_err(ctx);
 	world = dpg_world(ctx);
 	if (world == NULL)
 		return dpg_ctx_fail(ctx, dpg_errf(&e, "the context has no world "
@@ -137,6 +138,7 @@ dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh)
 {
 	if (mesh == NULL)
 		return DPG_OK;
+	dpg_ctx_clear_err(mesh->ctx);
 	dpg_comm_track_mesh(mesh->ctx, mesh, 0);
 	for (int d = mesh->ndims - 1; d >= 0; d--)
 		dpg_comm_destroy_owned(mesh->comms[d]);

@@ -26,6 +26,9 @@ const char *dpg_rt_comm_name(const dpg_comm_t *comm);
 void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* A public call on ctx succeeded: the last error is "" (NULL: nothing). */
+void dpg_ctx_clear_err(struct dpg_ctx *ctx);
+
 /* A collective run outside the public calls (zero.c's prefetch thread)
  * failed: dpg_finalize must not wait for the peers' goodbye. */
 void dpg_ctx_set_failed(struct dpg_ctx *ctx);

@@ -30,8 +30,10 @@ dpg_status_t dpg_zedge(struct dpg_zero *z, int rc, const struct dpg_err *e)
 {
 	dpg_status_t st = (dpg_status_t)-rc;
 
-	if (rc == 0)
+	if (rc == 0) {
+		dpg_ctx_clear_err(z->ctx);	/* a success clears the last error */
 		return DPG_OK;
+	}
 	dpg_ctx_seterr(z->ctx, "%s %s", dpg_ctx_who(z->ctx),
 		       e->msg[0] ? e->msg : dpg_strerror(st));
 	return st;

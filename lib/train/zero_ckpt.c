@@ -147,7 +147,8 @@ static int load_local(struct dpg_zero *z, const char *dir, struct dpg_ckpt_meta 
 	return rc;
 }
 
-/* This rank's part of the load: its shard and the extra bytes. */
+/* This rank's part of the load: its shard and the extra bytes (a NULL
+ * extra ignores them; *extra_len gets their count in either case). */
 static int load_shard(struct dpg_zero *z, const char *dir, void *extra, size_t extra_cap,
 		      size_t *extra_len, long *step, struct dpg_err *e)
 {
@@ -156,11 +157,11 @@ static int load_shard(struct dpg_zero *z, const char *dir, void *extra, size_t e
 
 	memset(&meta, 0, sizeof(meta));
 	rc = load_local(z, dir, &meta, e);
-	if (rc == 0 && meta.extra_len > 0 && meta.extra_len > extra_cap)
+	if (rc == 0 && extra != NULL && meta.extra_len > extra_cap)
 		rc = dpg_errf(e, "zero_load: checkpoint %s holds %zu extra bytes, the buffer has "
 			      "room for %zu", meta.stepdir, meta.extra_len, extra_cap);
 	if (rc == 0) {
-		if (meta.extra_len > 0)
+		if (extra != NULL && meta.extra_len > 0)
 			memcpy(extra, meta.extra, meta.extra_len);
 		if (extra_len)
 			*extra_len = meta.extra_len;

@@ -2189,7 +2189,7 @@ static void c_intruder(struct fcase *fc)
 	} who[3] = {
 		{ 1, SECRET_B, M(DPG_ERR_AUTH), "secret", "rank 1 with job B's secret" },
 		{ 1, NULL, M(DPG_ERR_AUTH), "secret", "rank 1 without a secret" },
-		{ 0, SECRET_B, M(DPG_ERR_SYSTEM) | M(DPG_ERR_AUTH), "MASTER_PORT",
+		{ 0, SECRET_B, M(DPG_ERR_SYSTEM) | M(DPG_ERR_AUTH) | M(DPG_ERR_ENV), "MASTER_PORT",
 		  "rank 0 with job B's secret on A's port" },
 	};
 	char val[512], pidpat[32];

@@ -127,6 +127,43 @@ static void test_single_process_no_environment(void **state)
 	expect_all_ok(&j);
 }
 
+/* Init after finalize: a test harness or a restart joins a new world in the
+ * same process, on the same MASTER_ADDR/PORT, right after dpg_finalize. */
+#define REINIT_ROUNDS 10
+
+static void body_reinit(int rank, const struct job *j)
+{
+	for (int round = 0; round < REINIT_ROUNDS; round++) {
+		dpg_ctx_t *ctx = NULL;
+		double t0 = now_s(), dt;
+		int32_t v = rank + round, want = 0;
+
+		for (int r = 0; r < j->n; r++)
+			want += r + round;
+		CHK_OK(ctx, dpg_init(NULL, &ctx));
+		CHK_OK(ctx, dpg_allreduce(dpg_world(ctx), &v, &v, 1, DPG_I32,
+					  DPG_SUM, NULL));
+		CHK(v == want, "round %d: sum %d, want %d", round, v, want);
+		CHK_OK(ctx, dpg_finalize(ctx));
+		dt = now_s() - t0;
+		CHK(dt < 5.0, "round %d took %.2f s", round, dt);
+	}
+}
+
+static void test_init_after_finalize(void **state)
+{
+	(void)state;
+	for (int n = 2; n <= 3; n++) {
+		struct job j = { .n = n, .body = body_reinit, .timeout_s = 20,
+				 .limit_s = 60 };
+		double t0 = now_s();
+
+		expect_all_ok(&j);
+		printf("# %d rounds of init/allreduce/finalize, %d ranks: %.3f s\n",
+		       REINIT_ROUNDS, n, now_s() - t0);
+	}
+}
+
 /* ------------------------------------------------ environment errors */
 
 struct bad_env {
@@ -304,6 +341,249 @@ static void test_world_size_mismatch(void **state)
 
 	(void)state;
 	expect_all_ok(&j);
+}
+
+/* The other direction: rank 0 claims the larger world.  Every rank must say
+ * so at once (not wait DPG_TIMEOUT for a rank that does not exist). */
+static void env_world_mismatch0(int rank, const struct job *j)
+{
+	(void)j;
+	if (rank == 0)
+		setenv("WORLD_SIZE", "3", 1);
+}
+
+static void body_world_mismatch0(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	double t0 = now_s(), dt;
+	dpg_status_t st = dpg_init(NULL, &ctx);
+
+	(void)j;
+	dt = now_s() - t0;
+	printf("# rank %d: %s after %.3f s: %s\n", rank, dpg_strerror(st), dt,
+	       dpg_last_error(ctx));
+	CHK(st == DPG_ERR_ENV, "%s: %s", dpg_strerror(st), dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), "world size 2") != NULL &&
+	    strstr(dpg_last_error(ctx), "has 3") != NULL, "%s",
+	    dpg_last_error(ctx));
+	CHK(dt < 3.0, "took %.2f s (DPG_TIMEOUT %g)", dt, j->timeout_s);
+	dpg_finalize(ctx);
+}
+
+static void test_world_size_mismatch_rank0_larger(void **state)
+{
+	struct job j = { .n = 2, .env = env_world_mismatch0,
+			 .body = body_world_mismatch0, .timeout_s = 10,
+			 .limit_s = 40 };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
+/* ------------------------------------------------ the last error */
+
+#define CHK_CLEAR(ctx, what)                                                \
+	CHK(strcmp(dpg_last_error(ctx), "") == 0, "after a successful %s: '%s'", \
+	    what, dpg_last_error(ctx))
+
+/* A failure on ctx, so that a stale message would show. */
+static void fail_once(dpg_ctx_t *ctx)
+{
+	float x = 1;
+
+	CHK(dpg_allreduce(dpg_world(ctx), &x, &x, 1, (dpg_dtype_t)42, DPG_SUM,
+			  NULL) == DPG_ERR_INVALID, "dtype 42 accepted");
+	CHK(strstr(dpg_last_error(ctx), "dtype 42") != NULL, "%s",
+	    dpg_last_error(ctx));
+}
+
+static void body_last_error(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_comm_t *w, *sub = NULL;
+	dpg_mesh_t *mesh = NULL;
+	float x = 1;
+	int n = j->n;
+
+	(void)rank;
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	w = dpg_world(ctx);
+	CHK_CLEAR(ctx, "dpg_init");
+	/* every successful call on ctx clears the last error */
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_barrier(w));
+	CHK_CLEAR(ctx, "barrier");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_comm_split(w, 0, 0, &sub));
+	CHK_CLEAR(ctx, "comm_split");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_comm_destroy(sub));
+	CHK_CLEAR(ctx, "comm_destroy");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_mesh_create(ctx, 1, &n, &mesh));
+	CHK_CLEAR(ctx, "mesh_create");
+	fail_once(ctx);
+	CHK_OK(ctx, dpg_mesh_destroy(mesh));
+	CHK_CLEAR(ctx, "mesh_destroy");
+	/* a call given no handle reaches no context: it records nothing in
+	 * ctx, and dpg_last_error(NULL) says what happened */
+	fail_once(ctx);
+	CHK(dpg_allreduce(NULL, &x, &x, 1, DPG_F32, DPG_SUM, NULL) ==
+	    DPG_ERR_INVALID, "NULL comm");
+	CHK(strstr(dpg_last_error(NULL), "no context") != NULL &&
+	    strstr(dpg_last_error(NULL), "NULL") != NULL, "%s",
+	    dpg_last_error(NULL));
+	CHK(strstr(dpg_last_error(ctx), "dtype 42") != NULL, "%s",
+	    dpg_last_error(ctx));
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+static void test_last_error(void **state)
+{
+	struct job j = { .n = 2, .body = body_last_error };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
+/* dpg_finalize(&ctx) leaves ctx NULL: every later call through it is
+ * DPG_ERR_INVALID (or -1 / NULL for the accessors), never a use after free;
+ * a second finalize is harmless. */
+static void body_after_finalize(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_mesh_t *mesh = NULL;
+	dpg_comm_t *sub = NULL;
+	float x = 1;
+	int one = 1;
+
+	(void)rank;
+	(void)j;
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
+	CHK_OK(ctx, dpg_finalize(&ctx));
+	CHK(ctx == NULL, "dpg_finalize(&ctx) left ctx set");
+	CHK(dpg_world(ctx) == NULL && dpg_rank(ctx) == -1 &&
+	    dpg_world_size(ctx) == -1, "accessors after finalize");
+	CHK(dpg_allreduce(dpg_world(ctx), &x, &x, 1, DPG_F32, DPG_SUM, NULL) ==
+	    DPG_ERR_INVALID, "allreduce after finalize");
+	CHK(dpg_barrier(dpg_world(ctx)) == DPG_ERR_INVALID, "barrier");
+	CHK(dpg_comm_split(dpg_world(ctx), 0, 0, &sub) == DPG_ERR_INVALID &&
+	    sub == NULL, "split");
+	CHK(dpg_mesh_create(ctx, 1, &one, &mesh) == DPG_ERR_INVALID && mesh == NULL,
+	    "mesh");
+	CHK(dpg_abort(ctx) == DPG_ERR_INVALID, "abort");
+	CHK(strstr(dpg_last_error(ctx), "no context") != NULL, "%s",
+	    dpg_last_error(ctx));
+	CHK(dpg_finalize(&ctx) == DPG_OK && ctx == NULL, "second finalize");
+	CHK(dpg_finalize((dpg_ctx_t **)NULL) == DPG_OK, "finalize(NULL)");
+}
+
+static void test_calls_after_finalize(void **state)
+{
+	struct job j1 = { .n = 1, .body = body_after_finalize };
+	struct job j2 = { .n = 2, .body = body_after_finalize };
+
+	(void)state;
+	expect_all_ok(&j1);
+	expect_all_ok(&j2);
+}
+
+/* ------------------------------------------------ one cause, one status */
+
+/* An unresolvable MASTER_ADDR is DPG_ERR_ENV on every rank, with one
+ * wording. */
+static void env_bad_master(int rank, const struct job *j)
+{
+	(void)rank;
+	(void)j;
+	setenv("MASTER_ADDR", "no-such-host.invalid", 1);
+}
+
+static void body_same_status_env(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_status_t st = dpg_init(NULL, &ctx);
+	const char *needle = j->arg;
+
+	printf("# rank %d: %s: %s\n", rank, dpg_strerror(st), dpg_last_error(ctx));
+	CHK(st == DPG_ERR_ENV, "%s: %s", dpg_strerror(st), dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), needle) != NULL, "no '%s' in %s", needle,
+	    dpg_last_error(ctx));
+	dpg_finalize(ctx);
+}
+
+static void test_unresolvable_master_same_status(void **state)
+{
+	struct job j = { .n = 2, .env = env_bad_master,
+			 .body = body_same_status_env,
+			 .arg = (void *)"cannot resolve MASTER_ADDR=no-such-host.invalid",
+			 .timeout_s = 3, .limit_s = 30 };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
+/* Another service (one that talks first, like sshd) holds MASTER_PORT:
+ * rank 0 cannot serve there, the others reach a stranger; both say it is
+ * the environment, the others that it is not a dpg store.  The service is
+ * a process of its own (a thread would be forked into the ranks). */
+static void foreign_serve(int lfd)
+{
+	for (;;) {
+		int fd = accept(lfd, NULL, NULL);
+
+		if (fd < 0)
+			continue;
+		send(fd, "SSH-2.0-OpenSSH_9.2p1 Debian\r\n", 31, MSG_NOSIGNAL);
+		usleep(50000);
+		close(fd);
+	}
+}
+
+static void body_foreign(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	double t0 = now_s();
+	dpg_status_t st = dpg_init(NULL, &ctx);
+	const char *needle = rank == 0 ? "MASTER_PORT" :
+			     "is not a dpg store (another service answered)";
+
+	(void)j;
+	printf("# rank %d: %s after %.3f s: %s\n", rank, dpg_strerror(st),
+	       now_s() - t0, dpg_last_error(ctx));
+	CHK(st == DPG_ERR_ENV, "%s: %s", dpg_strerror(st), dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), needle) != NULL, "no '%s' in %s", needle,
+	    dpg_last_error(ctx));
+	dpg_finalize(ctx);
+}
+
+static void test_foreign_service_on_master_port(void **state)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), status;
+	struct job j = { .n = 2, .body = body_foreign, .timeout_s = 3,
+			 .limit_s = 30 };
+	pid_t svc;
+
+	(void)state;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &sl), 0);
+	j.port = ntohs(a.sin_port);
+	svc = fork();
+	assert_true(svc >= 0);
+	if (svc == 0) {
+		alarm(60);
+		foreign_serve(lfd);
+	}
+	expect_all_ok(&j);
+	kill(svc, SIGKILL);
+	waitpid(svc, &status, 0);
+	close(lfd);
 }
 
 /* ------------------------------------------------ collectives */
@@ -786,11 +1066,17 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_single_process_no_environment),
 		cmocka_unit_test(test_init_finalize_1_2_3_5),
+		cmocka_unit_test(test_init_after_finalize),
 		cmocka_unit_test(test_inconsistent_env),
 		cmocka_unit_test(test_wrong_secret),
 		cmocka_unit_test(test_duplicate_rank),
 		cmocka_unit_test(test_world_size_mismatch),
+		cmocka_unit_test(test_world_size_mismatch_rank0_larger),
+		cmocka_unit_test(test_unresolvable_master_same_status),
+		cmocka_unit_test(test_foreign_service_on_master_port),
 		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_last_error),
+		cmocka_unit_test(test_calls_after_finalize),
 		cmocka_unit_test(test_collectives),
 		cmocka_unit_test(test_all_gather_bytes),
 		cmocka_unit_test(test_comm_split_parity),

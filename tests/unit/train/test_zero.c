@@ -705,6 +705,26 @@ static void body_errors(int rank, const struct job *j)
 	CHK(dpg_zero_step(z, 0.1f, NULL) == DPG_ERR_INVALID, "NaN gradient accepted");
 	CHK(strstr(dpg_last_error(ctx), "NaN"), "message: %s", dpg_last_error(ctx));
 	CHK_OK(ctx, dpg_zero_destroy(z));
+	/* extra bytes in the checkpoint: a NULL buffer ignores them (and may
+	 * still learn their count); a buffer too small is refused */
+	{
+		struct zcfg a = base_cfg(2, "err-x");
+		dpg_zero_t *z2;
+		long extra = 42, small = 0;
+		size_t len = 0;
+
+		snprintf(a.ckdir, sizeof(a.ckdir), "%s/ckextra-%d", g_tmp, j->n);
+		z2 = make_model(ctx, &a);
+		CHK_OK(ctx, dpg_zero_save(z2, a.ckdir, &extra, sizeof(extra)));
+		CHK_OK(ctx, dpg_zero_load(z2, a.ckdir, NULL, 0, NULL));
+		CHK_OK(ctx, dpg_zero_load(z2, a.ckdir, NULL, 0, &len));
+		CHK(len == sizeof(extra), "extra_len %zu with a NULL buffer", len);
+		CHK(dpg_zero_load(z2, a.ckdir, &small, 4, &len) == DPG_ERR_INVALID,
+		    "4-byte buffer took %zu extra bytes", sizeof(extra));
+		CHK(strstr(dpg_last_error(ctx), "room for 4"), "message: %s",
+		    dpg_last_error(ctx));
+		CHK_OK(ctx, dpg_zero_destroy(z2));
+	}
 	/* a different model refuses the checkpoint of another */
 	{
 		struct zcfg a = base_cfg(2, "err-a");
