@@ -27,32 +27,18 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "hello.h"
 #include "net.h"
 #include "ring.h"
 #include "shm.h"
 #include "store.h"
 
-#define CPU_WIRE_MAGIC "dpgcpu1"
 #define CPU_HELLO_MAGIC 0x6470676cu	/* "dpgl" */
-#define CPU_HOST_MAX 256
 
 #define CPU_DEFAULT_TIMEOUT_S 300.0
 #define CPU_DEFAULT_CHUNK (1u << 20)
 
 enum { CH_DATA = 0, CH_NOTICE = 1 };
-
-/* What a rank publishes in the store. */
-struct cpu_wire {
-	char magic[8];
-	uint32_t port;
-	int32_t pid;
-	uint64_t token;		/* peers must present it when they connect */
-	uint64_t pidns;		/* inode of /proc/self/ns/pid */
-	uint64_t cpus[16];	/* affinity mask (CPUs 0..1023) */
-	char uts[64];		/* gethostname: the physical machine */
-	char host[CPU_HOST_MAX];
-	char node[CPU_HOST_MAX];
-};
 
 struct cpu_hello {
 	uint32_t magic;
@@ -418,10 +404,10 @@ static int check_opts(const struct dpg_comm *c, const struct dpg_backend_args *o
 	    o->node == NULL || (n > 1 && o->store == NULL))
 		return dpg_errs(err, DPG_ERR_INVALID,
 				"cpu backend: bad arguments (rank %d, size %d)", c->rank, n);
-	if (strlen(o->host) >= CPU_HOST_MAX || strlen(o->node) >= CPU_HOST_MAX)
+	if (strlen(o->host) >= DPG_CPU_HOST_MAX || strlen(o->node) >= DPG_CPU_HOST_MAX)
 		return dpg_errs(err, DPG_ERR_INVALID,
 				"cpu backend: host or node name longer than %d bytes",
-				CPU_HOST_MAX - 1);
+				DPG_CPU_HOST_MAX - 1);
 	return 0;
 }
 
@@ -475,8 +461,8 @@ struct rdv {
 	const char *name;		/* the communicator's store prefix */
 	int64_t deadline;
 	int lfd;			/* our listen socket, -1 once closed */
-	struct cpu_wire mine;
-	struct cpu_wire *all;		/* comm rank -> its address record */
+	struct dpg_cpu_wire mine;
+	struct dpg_cpu_wire *all;		/* comm rank -> its address record */
 	int *node_id;			/* comm rank -> lowest rank on its node */
 	int nlocal, lrank;		/* ranks on this node; our index among them */
 	int *lranks;			/* local index -> comm rank */
@@ -520,7 +506,7 @@ static void rdv_fini(struct rdv *x)
 /* Listen, and publish our address record under "<name>/cpu/<rank>". */
 static int publish_address(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err)
 {
-	struct cpu_wire *m = &x->mine;
+	struct dpg_cpu_wire *m = &x->mine;
 	char key[DPG_STORE_KEY_MAX];
 	uint16_t port = 0;
 	int rc;
@@ -528,7 +514,7 @@ static int publish_address(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err
 	rc = dpg_net_listen(NULL, 0, 16, &x->lfd, &port, err);
 	if (rc != 0)
 		return rc;
-	memcpy(m->magic, CPU_WIRE_MAGIC, sizeof(m->magic));
+	memcpy(m->magic, DPG_CPU_WIRE_MAGIC, sizeof(m->magic));
 	m->port = port;
 	m->pid = (int32_t)getpid();
 	if (getrandom(&m->token, sizeof(m->token), 0) != (ssize_t)sizeof(m->token))
@@ -550,7 +536,7 @@ static int publish_address(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err
 /* Rank r's address record into x->all[r]. */
 static int read_address(struct rdv *x, int r, struct dpg_err *err)
 {
-	struct cpu_wire *w = &x->all[r];
+	struct dpg_cpu_wire *w = &x->all[r];
 	char key[DPG_STORE_KEY_MAX];
 	void *val = NULL;
 	size_t len = 0;
@@ -565,16 +551,16 @@ static int read_address(struct rdv *x, int r, struct dpg_err *err)
 		dpg_err_prefix(err, pfx);
 		return rc;
 	}
-	if (len != sizeof(*w) || memcmp(val, CPU_WIRE_MAGIC, sizeof(w->magic)) != 0) {
+	if (len != sizeof(*w) || memcmp(val, DPG_CPU_WIRE_MAGIC, sizeof(w->magic)) != 0) {
 		free(val);
 		return dpg_errs(err, DPG_ERR_PEER, "cpu backend: rank %d published a bad "
 				"address record (another libdpg version?)", r);
 	}
 	memcpy(w, val, sizeof(*w));
 	free(val);
-	w->host[CPU_HOST_MAX - 1] = '\0';
+	w->host[DPG_CPU_HOST_MAX - 1] = '\0';
 	w->uts[sizeof(w->uts) - 1] = '\0';
-	w->node[CPU_HOST_MAX - 1] = '\0';
+	w->node[DPG_CPU_HOST_MAX - 1] = '\0';
 	return 0;
 }
 
@@ -714,7 +700,7 @@ static int set_sock(int fd)
 }
 
 /* Connect our two channels to the next rank. */
-static int connect_next(struct dpg_cpu *p, const struct cpu_wire *w, int64_t deadline,
+static int connect_next(struct dpg_cpu *p, const struct dpg_cpu_wire *w, int64_t deadline,
 			struct dpg_err *err)
 {
 	int ch;
