@@ -21,4 +21,19 @@ struct dpg_cpu_wire {
 	char node[DPG_CPU_HOST_MAX];
 };
 
+/* A TCP hop opens with a handshake that no stranger can pass.  The rank
+ * that accepts sends a challenge (magic + a fresh nonce); the rank that
+ * connects answers with a hello: magic, channel, its rank, the rank it
+ * connects to, and an HMAC-SHA256 over all of it, the communicator's name,
+ * the acceptor's published token and the nonce, keyed by the job secret; the
+ * acceptor checks it and sends the ack.  Integers are little-endian. */
+#define DPG_CPU_CHALLENGE_MAGIC "dpgchal1"
+#define DPG_CPU_HELLO_MAGIC "dpghelo1"
+#define DPG_CPU_ACK_MAGIC "dpgcpuok"
+#define DPG_CPU_NONCE_LEN 16
+#define DPG_CPU_MAC_LEN 32
+#define DPG_CPU_CHALLENGE_LEN (8 + DPG_CPU_NONCE_LEN)
+#define DPG_CPU_HELLO_LEN (8 + 4 + 4 + 4 + DPG_CPU_MAC_LEN)	/* magic chan from to mac */
+#define DPG_CPU_ACK_LEN 8
+
 #endif

@@ -39,6 +39,7 @@
 
 #include "backend.h"
 #include "cpu_backend.h"
+#include "hello.h"
 #include "net.h"
 #include "reduce.h"
 #include "store.h"
@@ -892,6 +893,277 @@ static void test_abort(void **state)
 		}
 }
 
+/* ------------------------------------------------------------ strangers */
+
+/* The rendezvous against other local users: strangers that connect to a
+ * rank's data port (silent, garbage, a forged hello) must not stall or
+ * break init, and a rank that hangs in init is the one a timeout names.
+ * A forked attacker finds each rank's port in the address record the rank
+ * publishes in the store, "<name>/cpu/<rank>". */
+#define RDV_SILENT 24		/* silent connections per rank */
+
+struct rdv_arg {
+	int n, late, victim;	/* rank started 2 s late; rank that hangs */
+	char name[48];
+	atomic_int *done;	/* MAP_SHARED: ranks through init */
+	atomic_int *refused;	/* MAP_SHARED: forged hellos refused */
+	pid_t *victim_pid;	/* MAP_SHARED */
+};
+
+/* A rank's init without rank_start's checks (the blame test expects it to
+ * fail): 0 or the backend's return code, message in err. */
+static int rdv_init_rank(struct rank_env *re, int rank, const struct rdv_arg *a,
+			 double timeout_s, struct dpg_err *err)
+{
+	struct dpg_backend_args o;
+	char node[32];
+	int r, rc;
+
+	g_rank = rank;
+	rc = dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			       dpg_now_ms() + 20000, NULL, &re->st, err);
+	if (rc != 0)
+		return rc;
+	memset(&re->c, 0, sizeof(re->c));
+	re->c.rank = rank;
+	re->c.size = a->n;
+	for (r = 0; r < a->n; r++)
+		re->world[r] = r;
+	re->c.world_ranks = re->world;
+	snprintf(re->c.name, sizeof(re->c.name), "%s", a->name);
+	node_of(L_TCP, rank, a->n, node, sizeof(node));
+	memset(&o, 0, sizeof(o));
+	o.store = re->st;
+	o.host = "127.0.0.1";
+	o.node = node;
+	o.timeout_s = timeout_s;
+	return dpg_cpu_comm_init(&re->c, &o, err);
+}
+
+/* The data port rank r published (0 on failure). */
+static uint16_t rdv_port(struct dpg_store *st, const char *name, int r)
+{
+	struct dpg_err err = { "" };
+	char key[DPG_STORE_KEY_MAX];
+	void *val = NULL;
+	size_t len = 0;
+	uint16_t port = 0;
+
+	snprintf(key, sizeof(key), "%s/cpu/%d", name, r);
+	if (dpg_store_get(st, key, &val, &len, dpg_now_ms() + 15000, &err) == 0 &&
+	    len == sizeof(struct dpg_cpu_wire))
+		port = (uint16_t)((const struct dpg_cpu_wire *)val)->port;
+	free(val);
+	return port;
+}
+
+static int rdv_dial(uint16_t port)
+{
+	struct dpg_err err = { "" };
+	int fd = -1;
+
+	return dpg_net_connect("127.0.0.1", port, dpg_now_ms() + 2000, NULL, &fd, &err) == 0
+	       ? fd : -1;
+}
+
+/* A hello with the right header for rank r's data channel from its ring
+ * predecessor but a MAC made up: refused means closed without the ack. */
+static bool rdv_forge(uint16_t port, int r, int n)
+{
+	uint8_t ch[DPG_CPU_CHALLENGE_LEN], h[DPG_CPU_HELLO_LEN], ack[DPG_CPU_ACK_LEN];
+	int fd = rdv_dial(port), prev = (r + n - 1) % n;
+	bool refused;
+
+	if (fd < 0)
+		return false;
+	(void)dpg_net_read_full(fd, ch, sizeof(ch), dpg_now_ms() + 1000, NULL, NULL);
+	memset(h, 0, sizeof(h));
+	memcpy(h, DPG_CPU_HELLO_MAGIC, 8);
+	h[12] = (uint8_t)prev;
+	h[16] = (uint8_t)r;
+	if (getrandom(h + 20, DPG_CPU_MAC_LEN, 0) != DPG_CPU_MAC_LEN)
+		h[20] = 1;
+	(void)dpg_net_write_full(fd, h, sizeof(h), dpg_now_ms() + 1000, NULL, NULL);
+	refused = dpg_net_read_full(fd, ack, sizeof(ack), dpg_now_ms() + 3000, NULL, NULL) ==
+		  -DPG_ERR_PEER;
+	close(fd);
+	return refused;
+}
+
+/* The attacker: RDV_SILENT silent connections and one of garbage to every
+ * rank's port as soon as it is published, then a forged hello to each;
+ * holds them all until the ranks are through init. */
+static int rdv_attacker(const struct rdv_arg *a)
+{
+	static int fds[16][RDV_SILENT + 1];
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	uint16_t port[16];
+	uint8_t junk[DPG_CPU_HELLO_LEN];
+	int r, k;
+	double t0 = mono_s();
+
+	g_rank = a->n;
+	memset(fds, -1, sizeof(fds));
+	CHK(dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			      dpg_now_ms() + 20000, NULL, &re.st, &err) == 0, "store: %s", err.msg);
+	memset(junk, 0x5a, sizeof(junk));
+	for (r = 0; r < a->n; r++) {
+		port[r] = rdv_port(re.st, a->name, r);
+		CHK(port[r] != 0, "no address record of rank %d", r);
+		for (k = 0; k <= RDV_SILENT && atomic_load(a->done) < a->n; k++)
+			fds[r][k] = rdv_dial(port[r]);
+		if (fds[r][RDV_SILENT] >= 0)
+			(void)!write(fds[r][RDV_SILENT], junk, sizeof(junk));
+	}
+	for (r = 0; r < a->n && atomic_load(a->done) < a->n; r++)
+		if (rdv_forge(port[r], r, a->n))
+			atomic_fetch_add(a->refused, 1);
+	while (atomic_load(a->done) < a->n && mono_s() - t0 < 20.0)
+		usleep(10000);
+	for (r = 0; r < a->n; r++)
+		for (k = 0; k <= RDV_SILENT; k++)
+			if (fds[r][k] >= 0)
+				close(fds[r][k]);
+	dpg_store_close(re.st);
+	return 0;
+}
+
+static int strangers_child(int rank, void *argp)
+{
+	const struct rdv_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	float x[64];
+	double t0;
+	int i, rc;
+
+	if (rank == a->n)
+		return rdv_attacker(a);
+	if (rank == a->late)
+		usleep(2000000);
+	t0 = mono_s();
+	rc = rdv_init_rank(&re, rank, a, 8.0, &err);
+	atomic_fetch_add(a->done, 1);
+	CHK(rc == 0, "init with strangers at the port: %d %s", rc, err.msg);
+	CHK(mono_s() - t0 < 4.0, "init took %.2f s", mono_s() - t0);
+	for (i = 0; i < 64; i++)
+		x[i] = (float)(rank + i);
+	rc = re.c.ops->allreduce(&re.c, x, x, 64, DPG_F32, DPG_SUM, NULL, &err);
+	CHK(rc == 0, "allreduce after init: %s", err.msg);
+	for (i = 0; i < 64; i++)
+		CHK(x[i] == (float)(a->n * i + a->n * (a->n - 1) / 2), "x[%d] = %g", i,
+		    (double)x[i]);
+	rank_stop(&re);
+	return 0;
+}
+
+static void *rdv_map(size_t len)
+{
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	assert_true(m != MAP_FAILED);
+	memset(m, 0, len);
+	return m;
+}
+
+/* 3 and 4 ranks on the TCP ring, the last one started 2 s late, while a
+ * stranger holds 25 connections to every rank's port and forges a hello:
+ * init succeeds on every rank in < 4 s and the forged hellos are refused. */
+static void test_rdv_strangers(void **state)
+{
+	int n;
+
+	(void)state;
+	for (n = 3; n <= 4; n++) {
+		atomic_int *sh = rdv_map(4096);
+		struct rdv_arg a = { .n = n, .late = n - 1, .victim = -1, .done = sh,
+				     .refused = sh + 1 };
+		double t0 = mono_s();
+		int bad;
+
+		snprintf(a.name, sizeof(a.name), "strangers%d.%d", g_name_seq++, n);
+		bad = run_ranks(n + 1, strangers_child, &a, 60);
+		fprintf(stderr, "  [n=%d, %d strangers per port, rank %d 2 s late: %.2f s, "
+			"%d of %d forged hellos refused]\n", n, RDV_SILENT + 2, n - 1,
+			mono_s() - t0, atomic_load(a.refused), n);
+		assert_int_equal(bad, 0);
+		assert_int_equal(atomic_load(a.refused), n);
+		munmap(sh, 4096);
+	}
+}
+
+/* The victim stops itself once its address is in the store (it started
+ * first, so it is still waiting for the others' addresses): a live rank that
+ * never connects and never answers. */
+static void *rdv_stop_self(void *argp)
+{
+	const struct rdv_arg *a = argp;
+	struct dpg_store *st = NULL;
+	struct dpg_err err = { "" };
+
+	if (dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			      dpg_now_ms() + 20000, NULL, &st, &err) == 0 &&
+	    rdv_port(st, a->name, a->victim) != 0)
+		kill(getpid(), SIGSTOP);
+	dpg_store_close(st);
+	return NULL;
+}
+
+static int blame_child(int rank, void *argp)
+{
+	const struct rdv_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	char want[64], other[32];
+	int r, rc;
+
+	if (rank == a->victim) {
+		pthread_t t;
+
+		*a->victim_pid = getpid();
+		pthread_create(&t, NULL, rdv_stop_self, argp);
+		(void)rdv_init_rank(&re, rank, a, 3.0, &err);	/* fails once resumed */
+		pthread_join(t, NULL);
+		if (re.c.ops != NULL)
+			re.c.ops->destroy(&re.c);
+		dpg_store_close(re.st);
+		return 0;
+	}
+	usleep(300000);
+	rc = rdv_init_rank(&re, rank, a, 3.0, &err);
+	if (atomic_fetch_add(a->done, 1) == a->n - 2)
+		kill(*a->victim_pid, SIGCONT);
+	CHK(rc == -DPG_ERR_TIMEOUT, "expected a timeout, got %d: %s", rc, err.msg);
+	snprintf(want, sizeof(want), "rank %d (127.0.0.1)", a->victim);
+	CHK(strstr(err.msg, want) != NULL, "the timeout does not blame %s: %s", want, err.msg);
+	for (r = 0; r < a->n; r++) {
+		snprintf(other, sizeof(other), "rank %d (", r);
+		CHK(r == a->victim || strstr(err.msg, other) == NULL, "blames rank %d: %s", r,
+		    err.msg);
+	}
+	if (re.c.ops != NULL)
+		re.c.ops->destroy(&re.c);
+	dpg_store_close(re.st);
+	return 0;
+}
+
+/* 3 ranks on the TCP ring; rank 1 publishes its address and hangs: both of
+ * its neighbours time out naming rank 1, and nobody else. */
+static void test_rdv_blame(void **state)
+{
+	char *sh = rdv_map(4096);
+	struct rdv_arg a = { .n = 3, .late = -1, .victim = 1, .done = (atomic_int *)sh,
+			     .victim_pid = (pid_t *)(sh + 64) };
+	int bad;
+
+	(void)state;
+	snprintf(a.name, sizeof(a.name), "blame%d", g_name_seq++);
+	bad = run_ranks(3, blame_child, &a, 60);
+	munmap(sh, 4096);
+	assert_int_equal(bad, 0);
+}
+
 /* ------------------------------------------------------------ in-process */
 
 /* An independent reference: the nearest of two candidate encodings by
@@ -1116,6 +1388,8 @@ int main(void)
 		cmocka_unit_test(test_kill_mixed),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_abort),
+		cmocka_unit_test(test_rdv_strangers),
+		cmocka_unit_test(test_rdv_blame),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
