@@ -28,25 +28,14 @@
 
 #include "clock.h"
 #include "hello.h"
+#include "hops.h"
 #include "net.h"
 #include "ring.h"
 #include "shm.h"
 #include "store.h"
 
-#define CPU_HELLO_MAGIC 0x6470676cu	/* "dpgl" */
-
 #define CPU_DEFAULT_TIMEOUT_S 300.0
 #define CPU_DEFAULT_CHUNK (1u << 20)
-
-enum { CH_DATA = 0, CH_NOTICE = 1 };
-
-struct cpu_hello {
-	uint32_t magic;
-	uint32_t chan;
-	int32_t from;
-	uint32_t pad;
-	uint64_t token;
-};
 
 /* ------------------------------------------------------------ the ops */
 
@@ -511,14 +500,16 @@ static int publish_address(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err
 	uint16_t port = 0;
 	int rc;
 
-	rc = dpg_net_listen(NULL, 0, 16, &x->lfd, &port, err);
+	/* a long backlog: strangers' connections must not crowd out a peer's */
+	rc = dpg_net_listen(NULL, 0, SOMAXCONN, &x->lfd, &port, err);
 	if (rc != 0)
 		return rc;
 	memcpy(m->magic, DPG_CPU_WIRE_MAGIC, sizeof(m->magic));
 	m->port = port;
 	m->pid = (int32_t)getpid();
 	if (getrandom(&m->token, sizeof(m->token), 0) != (ssize_t)sizeof(m->token))
-		m->token = (uint64_t)dpg_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+		return dpg_errs(err, DPG_ERR_SYSTEM, "cpu backend: getrandom: %s",
+				strerror(errno));
 	m->pidns = pidns_inode();
 	cpu_mask(m->cpus);
 	if (gethostname(m->uts, sizeof(m->uts)) != 0)
@@ -699,97 +690,31 @@ static int set_sock(int fd)
 	return dpg_net_set_nonblock(fd, true);
 }
 
-/* Connect our two channels to the next rank. */
-static int connect_next(struct dpg_cpu *p, const struct dpg_cpu_wire *w, int64_t deadline,
-			struct dpg_err *err)
-{
-	int ch;
-
-	for (ch = 0; ch < 2; ch++) {
-		struct cpu_hello h = { .magic = CPU_HELLO_MAGIC, .chan = (uint32_t)ch,
-				       .from = p->rank, .token = w->token };
-		int fd = -1, rc;
-
-		rc = dpg_net_connect(w->host, (uint16_t)w->port, deadline, p->uabort, &fd, err);
-		if (rc == 0)
-			rc = dpg_net_write_full(fd, &h, sizeof(h), deadline, p->uabort, err);
-		if (rc != 0) {
-			if (fd >= 0)
-				close(fd);
-			dpg_err_prefix(err, ch == 0 ? "connecting to the next rank"
-				       : "connecting the notice channel");
-			return rc;
-		}
-		if (ch == CH_DATA)
-			p->next.fd = fd;
-		else
-			p->next.cfd = fd;
-	}
-	return 0;
-}
-/* Accept the previous rank's two channels (strangers are dropped). */
-static int accept_prev(struct dpg_cpu *p, int lfd, uint64_t token, int64_t deadline,
-		       struct dpg_err *err)
-{
-	while (p->prev.fd < 0 || p->prev.cfd < 0) {
-		struct pollfd pf = { .fd = lfd, .events = POLLIN };
-		struct cpu_hello h;
-		int64_t left = deadline - dpg_now_ms();
-		int fd, rc;
-
-		if (p->uabort != NULL && *p->uabort) {
-			dpg_errf(err, "aborted");
-			return -DPG_ERR_ABORTED;
-		}
-		if (left <= 0) {
-			dpg_errf(err, "timed out waiting for peer rank %d (%s) to connect",
-				 p->prev.peer, dpg_cpu_host(p, p->prev.peer));
-			return -DPG_ERR_TIMEOUT;
-		}
-		if (poll(&pf, 1, left > 100 ? 100 : (int)left) <= 0)
-			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		rc = dpg_net_read_full(fd, &h, sizeof(h),
-				       dpg_now_ms() + 5000 < deadline ? dpg_now_ms() + 5000 : deadline,
-				       p->uabort, NULL);
-		if (rc != 0 || h.magic != CPU_HELLO_MAGIC || h.token != token ||
-		    h.from != p->prev.peer || h.chan > CH_NOTICE ||
-		    (h.chan == CH_DATA ? p->prev.fd : p->prev.cfd) >= 0) {
-			close(fd);
-			continue;
-		}
-		if (h.chan == CH_DATA)
-			p->prev.fd = fd;
-		else
-			p->prev.cfd = fd;
-	}
-	return 0;
-}
-
-
-/* The TCP hops: connect forward, then accept from behind (the listen
- * backlog holds early connections, so no deadlock); then the socket
- * options and the staging buffer for reduce steps. */
+/* The TCP hops, authenticated with the job secret: connect forward while
+ * accepting from behind (hops.c); then the socket options and the staging
+ * buffer for reduce steps. */
 static int connect_hops(struct dpg_cpu *p, const struct rdv *x, struct dpg_err *err)
 {
+	struct dpg_cpu_hello_key key;
+	struct dpg_cpu_hops h;
 	int rc;
 
 	if (p->direct) {
 		p->next.kind = p->prev.kind = DPG_LINK_NONE;
 		return 0;
 	}
-	if (p->next.kind == DPG_LINK_TCP) {
-		rc = connect_next(p, &x->all[p->next.peer], x->deadline, err);
-		if (rc != 0)
-			return rc;
-	}
-	if (p->prev.kind == DPG_LINK_TCP) {
-		rc = accept_prev(p, x->lfd, x->mine.token, x->deadline, err);
-		if (rc != 0)
-			return rc;
-	}
+	if (p->next.kind != DPG_LINK_TCP && p->prev.kind != DPG_LINK_TCP)
+		return 0;
+	rc = dpg_cpu_hello_key(&key, x->o->secret, x->name, err);
+	if (rc != 0)
+		return rc;
+	h = (struct dpg_cpu_hops){ .lfd = x->lfd, .key = &key, .my_token = x->mine.token,
+		.next = p->next.kind == DPG_LINK_TCP ? &x->all[p->next.peer] : NULL,
+		.want_prev = p->prev.kind == DPG_LINK_TCP, .deadline = x->deadline };
+	rc = dpg_cpu_hops_connect(p, &h, err);
+	dpg_cpu_hello_key_wipe(&key);
+	if (rc != 0)
+		return rc;
 	if ((p->next.kind == DPG_LINK_TCP && (set_sock(p->next.fd) != 0 ||
 					      set_sock(p->next.cfd) != 0)) ||
 	    (p->prev.kind == DPG_LINK_TCP && (set_sock(p->prev.fd) != 0 ||
