@@ -60,6 +60,8 @@ struct dpg_backend_args {
 					 * error messages: "peer rank R (HOST)") */
 	const char *node;		/* ranks with equal node strings are on one
 					 * machine (shared memory) */
+	const char *secret;		/* the job secret in hex ("": none); the
+					 * CPU backend keys its TCP hellos with it */
 	double timeout_s;		/* per call and for init */
 	const volatile int *abort;	/* raised: calls end with DPG_ERR_ABORTED */
 	int device;			/* CUDA device (NCCL), -1: none */

@@ -160,6 +160,7 @@ static struct dpg_backend_args backend_args(struct dpg_ctx *ctx)
 		.world_rank = ctx->j.rank,
 		.host = ctx->addr,
 		.node = ctx->node,
+		.secret = ctx->j.secret,
 		.timeout_s = (double)ctx->timeout_ms / 1000.0,
 		.abort = &ctx->abort_flag,
 		.device = ctx->device,

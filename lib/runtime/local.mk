@@ -19,6 +19,8 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h \
 	lib/runtime/cpu/clock.h \
 	lib/runtime/cpu/ring.c lib/runtime/cpu/ring.h \
+	lib/runtime/cpu/hello.c lib/runtime/cpu/hello.h \
+	lib/runtime/cpu/hops.c lib/runtime/cpu/hops.h \
 	lib/runtime/cpu/cpu_backend.c lib/runtime/cpu/cpu_backend.h
 libdpgrt_la_CFLAGS = $(AM_CFLAGS) -O3 -fvect-cost-model=dynamic
 libdpgrt_la_CPPFLAGS = $(RT_CPPFLAGS)

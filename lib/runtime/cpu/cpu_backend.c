@@ -27,40 +27,15 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "hello.h"
+#include "hops.h"
 #include "net.h"
 #include "ring.h"
 #include "shm.h"
 #include "store.h"
 
-#define CPU_WIRE_MAGIC "dpgcpu1"
-#define CPU_HELLO_MAGIC 0x6470676cu	/* "dpgl" */
-#define CPU_HOST_MAX 256
-
 #define CPU_DEFAULT_TIMEOUT_S 300.0
 #define CPU_DEFAULT_CHUNK (1u << 20)
-
-enum { CH_DATA = 0, CH_NOTICE = 1 };
-
-/* What a rank publishes in the store. */
-struct cpu_wire {
-	char magic[8];
-	uint32_t port;
-	int32_t pid;
-	uint64_t token;		/* peers must present it when they connect */
-	uint64_t pidns;		/* inode of /proc/self/ns/pid */
-	uint64_t cpus[16];	/* affinity mask (CPUs 0..1023) */
-	char uts[64];		/* gethostname: the physical machine */
-	char host[CPU_HOST_MAX];
-	char node[CPU_HOST_MAX];
-};
-
-struct cpu_hello {
-	uint32_t magic;
-	uint32_t chan;
-	int32_t from;
-	uint32_t pad;
-	uint64_t token;
-};
 
 /* ------------------------------------------------------------ the ops */
 
@@ -418,10 +393,10 @@ static int check_opts(const struct dpg_comm *c, const struct dpg_backend_args *o
 	    o->node == NULL || (n > 1 && o->store == NULL))
 		return dpg_errs(err, DPG_ERR_INVALID,
 				"cpu backend: bad arguments (rank %d, size %d)", c->rank, n);
-	if (strlen(o->host) >= CPU_HOST_MAX || strlen(o->node) >= CPU_HOST_MAX)
+	if (strlen(o->host) >= DPG_CPU_HOST_MAX || strlen(o->node) >= DPG_CPU_HOST_MAX)
 		return dpg_errs(err, DPG_ERR_INVALID,
 				"cpu backend: host or node name longer than %d bytes",
-				CPU_HOST_MAX - 1);
+				DPG_CPU_HOST_MAX - 1);
 	return 0;
 }
 
@@ -475,8 +450,8 @@ struct rdv {
 	const char *name;		/* the communicator's store prefix */
 	int64_t deadline;
 	int lfd;			/* our listen socket, -1 once closed */
-	struct cpu_wire mine;
-	struct cpu_wire *all;		/* comm rank -> its address record */
+	struct dpg_cpu_wire mine;
+	struct dpg_cpu_wire *all;		/* comm rank -> its address record */
 	int *node_id;			/* comm rank -> lowest rank on its node */
 	int nlocal, lrank;		/* ranks on this node; our index among them */
 	int *lranks;			/* local index -> comm rank */
@@ -520,19 +495,21 @@ static void rdv_fini(struct rdv *x)
 /* Listen, and publish our address record under "<name>/cpu/<rank>". */
 static int publish_address(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err)
 {
-	struct cpu_wire *m = &x->mine;
+	struct dpg_cpu_wire *m = &x->mine;
 	char key[DPG_STORE_KEY_MAX];
 	uint16_t port = 0;
 	int rc;
 
-	rc = dpg_net_listen(NULL, 0, 16, &x->lfd, &port, err);
+	/* a long backlog: strangers' connections must not crowd out a peer's */
+	rc = dpg_net_listen(NULL, 0, SOMAXCONN, &x->lfd, &port, err);
 	if (rc != 0)
 		return rc;
-	memcpy(m->magic, CPU_WIRE_MAGIC, sizeof(m->magic));
+	memcpy(m->magic, DPG_CPU_WIRE_MAGIC, sizeof(m->magic));
 	m->port = port;
 	m->pid = (int32_t)getpid();
 	if (getrandom(&m->token, sizeof(m->token), 0) != (ssize_t)sizeof(m->token))
-		m->token = (uint64_t)dpg_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+		return dpg_errs(err, DPG_ERR_SYSTEM, "cpu backend: getrandom: %s",
+				strerror(errno));
 	m->pidns = pidns_inode();
 	cpu_mask(m->cpus);
 	if (gethostname(m->uts, sizeof(m->uts)) != 0)
@@ -550,7 +527,7 @@ static int publish_address(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err
 /* Rank r's address record into x->all[r]. */
 static int read_address(struct rdv *x, int r, struct dpg_err *err)
 {
-	struct cpu_wire *w = &x->all[r];
+	struct dpg_cpu_wire *w = &x->all[r];
 	char key[DPG_STORE_KEY_MAX];
 	void *val = NULL;
 	size_t len = 0;
@@ -565,16 +542,16 @@ static int read_address(struct rdv *x, int r, struct dpg_err *err)
 		dpg_err_prefix(err, pfx);
 		return rc;
 	}
-	if (len != sizeof(*w) || memcmp(val, CPU_WIRE_MAGIC, sizeof(w->magic)) != 0) {
+	if (len != sizeof(*w) || memcmp(val, DPG_CPU_WIRE_MAGIC, sizeof(w->magic)) != 0) {
 		free(val);
 		return dpg_errs(err, DPG_ERR_PEER, "cpu backend: rank %d published a bad "
 				"address record (another libdpg version?)", r);
 	}
 	memcpy(w, val, sizeof(*w));
 	free(val);
-	w->host[CPU_HOST_MAX - 1] = '\0';
+	w->host[DPG_CPU_HOST_MAX - 1] = '\0';
 	w->uts[sizeof(w->uts) - 1] = '\0';
-	w->node[CPU_HOST_MAX - 1] = '\0';
+	w->node[DPG_CPU_HOST_MAX - 1] = '\0';
 	return 0;
 }
 
@@ -714,97 +691,31 @@ static int set_sock(int fd)
 	return dpg_net_set_nonblock(fd, true);
 }
 
-/* Connect our two channels to the next rank. */
-static int connect_next(struct dpg_cpu *p, const struct cpu_wire *w, int64_t deadline,
-			struct dpg_err *err)
-{
-	int ch;
-
-	for (ch = 0; ch < 2; ch++) {
-		struct cpu_hello h = { .magic = CPU_HELLO_MAGIC, .chan = (uint32_t)ch,
-				       .from = p->rank, .token = w->token };
-		int fd = -1, rc;
-
-		rc = dpg_net_connect(w->host, (uint16_t)w->port, deadline, p->uabort, &fd, err);
-		if (rc == 0)
-			rc = dpg_net_write_full(fd, &h, sizeof(h), deadline, p->uabort, err);
-		if (rc != 0) {
-			if (fd >= 0)
-				close(fd);
-			dpg_err_prefix(err, ch == 0 ? "connecting to the next rank"
-				       : "connecting the notice channel");
-			return rc;
-		}
-		if (ch == CH_DATA)
-			p->next.fd = fd;
-		else
-			p->next.cfd = fd;
-	}
-	return 0;
-}
-/* Accept the previous rank's two channels (strangers are dropped). */
-static int accept_prev(struct dpg_cpu *p, int lfd, uint64_t token, int64_t deadline,
-		       struct dpg_err *err)
-{
-	while (p->prev.fd < 0 || p->prev.cfd < 0) {
-		struct pollfd pf = { .fd = lfd, .events = POLLIN };
-		struct cpu_hello h;
-		int64_t left = deadline - dpg_now_ms();
-		int fd, rc;
-
-		if (p->uabort != NULL && *p->uabort) {
-			dpg_errf(err, "aborted");
-			return -DPG_ERR_ABORTED;
-		}
-		if (left <= 0) {
-			dpg_errf(err, "timed out waiting for peer rank %d (%s) to connect",
-				 p->prev.peer, dpg_cpu_host(p, p->prev.peer));
-			return -DPG_ERR_TIMEOUT;
-		}
-		if (poll(&pf, 1, left > 100 ? 100 : (int)left) <= 0)
-			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		rc = dpg_net_read_full(fd, &h, sizeof(h),
-				       dpg_now_ms() + 5000 < deadline ? dpg_now_ms() + 5000 : deadline,
-				       p->uabort, NULL);
-		if (rc != 0 || h.magic != CPU_HELLO_MAGIC || h.token != token ||
-		    h.from != p->prev.peer || h.chan > CH_NOTICE ||
-		    (h.chan == CH_DATA ? p->prev.fd : p->prev.cfd) >= 0) {
-			close(fd);
-			continue;
-		}
-		if (h.chan == CH_DATA)
-			p->prev.fd = fd;
-		else
-			p->prev.cfd = fd;
-	}
-	return 0;
-}
-
-
-/* The TCP hops: connect forward, then accept from behind (the listen
- * backlog holds early connections, so no deadlock); then the socket
- * options and the staging buffer for reduce steps. */
+/* The TCP hops, authenticated with the job secret: connect forward while
+ * accepting from behind (hops.c); then the socket options and the staging
+ * buffer for reduce steps. */
 static int connect_hops(struct dpg_cpu *p, const struct rdv *x, struct dpg_err *err)
 {
+	struct dpg_cpu_hello_key key;
+	struct dpg_cpu_hops h;
 	int rc;
 
 	if (p->direct) {
 		p->next.kind = p->prev.kind = DPG_LINK_NONE;
 		return 0;
 	}
-	if (p->next.kind == DPG_LINK_TCP) {
-		rc = connect_next(p, &x->all[p->next.peer], x->deadline, err);
-		if (rc != 0)
-			return rc;
-	}
-	if (p->prev.kind == DPG_LINK_TCP) {
-		rc = accept_prev(p, x->lfd, x->mine.token, x->deadline, err);
-		if (rc != 0)
-			return rc;
-	}
+	if (p->next.kind != DPG_LINK_TCP && p->prev.kind != DPG_LINK_TCP)
+		return 0;
+	rc = dpg_cpu_hello_key(&key, x->o->secret, x->name, err);
+	if (rc != 0)
+		return rc;
+	h = (struct dpg_cpu_hops){ .lfd = x->lfd, .key = &key, .my_token = x->mine.token,
+		.next = p->next.kind == DPG_LINK_TCP ? &x->all[p->next.peer] : NULL,
+		.want_prev = p->prev.kind == DPG_LINK_TCP, .deadline = x->deadline };
+	rc = dpg_cpu_hops_connect(p, &h, err);
+	dpg_cpu_hello_key_wipe(&key);
+	if (rc != 0)
+		return rc;
 	if ((p->next.kind == DPG_LINK_TCP && (set_sock(p->next.fd) != 0 ||
 					      set_sock(p->next.cfd) != 0)) ||
 	    (p->prev.kind == DPG_LINK_TCP && (set_sock(p->prev.fd) != 0 ||

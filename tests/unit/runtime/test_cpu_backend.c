@@ -39,6 +39,7 @@
 
 #include "backend.h"
 #include "cpu_backend.h"
+#include "hello.h"
 #include "net.h"
 #include "reduce.h"
 #include "store.h"
@@ -892,6 +893,356 @@ static void test_abort(void **state)
 		}
 }
 
+/* ------------------------------------------------------------ strangers */
+
+/* The rendezvous against other local users: strangers that connect to a
+ * rank's data port (silent, garbage, a forged hello) must not stall or
+ * break init, and a rank that hangs in init is the one a timeout names.
+ * A forked attacker finds each rank's port in the address record the rank
+ * publishes in the store, "<name>/cpu/<rank>". */
+#define RDV_SILENT 24		/* silent connections per rank */
+
+struct rdv_arg {
+	int n, late, victim;	/* rank started 2 s late; rank that hangs */
+	bool stall;		/* late: stopped 2 s after publishing instead */
+	char name[48];
+	atomic_int *done;	/* MAP_SHARED: ranks through init */
+	atomic_int *refused;	/* MAP_SHARED: forged hellos refused */
+	pid_t *victim_pid;	/* MAP_SHARED */
+};
+
+/* A rank's init without rank_start's checks (the blame test expects it to
+ * fail): 0 or the backend's return code, message in err. */
+static int rdv_init_rank(struct rank_env *re, int rank, const struct rdv_arg *a,
+			 double timeout_s, struct dpg_err *err)
+{
+	struct dpg_backend_args o;
+	char node[32];
+	int r, rc;
+
+	g_rank = rank;
+	rc = dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			       dpg_now_ms() + 20000, NULL, &re->st, err);
+	if (rc != 0)
+		return rc;
+	memset(&re->c, 0, sizeof(re->c));
+	re->c.rank = rank;
+	re->c.size = a->n;
+	for (r = 0; r < a->n; r++)
+		re->world[r] = r;
+	re->c.world_ranks = re->world;
+	snprintf(re->c.name, sizeof(re->c.name), "%s", a->name);
+	node_of(L_TCP, rank, a->n, node, sizeof(node));
+	memset(&o, 0, sizeof(o));
+	o.store = re->st;
+	o.host = "127.0.0.1";
+	o.node = node;
+	o.timeout_s = timeout_s;
+	return dpg_cpu_comm_init(&re->c, &o, err);
+}
+
+/* The data port rank r published (0 on failure). */
+static uint16_t rdv_port(struct dpg_store *st, const char *name, int r)
+{
+	struct dpg_err err = { "" };
+	char key[DPG_STORE_KEY_MAX];
+	void *val = NULL;
+	size_t len = 0;
+	uint16_t port = 0;
+
+	snprintf(key, sizeof(key), "%s/cpu/%d", name, r);
+	if (dpg_store_get(st, key, &val, &len, dpg_now_ms() + 15000, &err) == 0 &&
+	    len == sizeof(struct dpg_cpu_wire))
+		port = (uint16_t)((const struct dpg_cpu_wire *)val)->port;
+	free(val);
+	return port;
+}
+
+static int rdv_dial(uint16_t port)
+{
+	struct dpg_err err = { "" };
+	int fd = -1;
+
+	return dpg_net_connect("127.0.0.1", port, dpg_now_ms() + 2000, NULL, &fd, &err) == 0
+	       ? fd : -1;
+}
+
+/* A hello to rank r on channel ch claiming to come from rank `from`, with a
+ * made-up MAC: refused means closed without the ack, within 1.5 s. */
+static bool rdv_forge(uint16_t port, int r, int from, unsigned ch)
+{
+	uint8_t c[DPG_CPU_CHALLENGE_LEN], h[DPG_CPU_HELLO_LEN], ack[DPG_CPU_ACK_LEN];
+	int fd = rdv_dial(port);
+	bool refused;
+	double t0;
+
+	if (fd < 0)
+		return false;
+	/* the rank challenges once it serves its port (after the addresses) */
+	if (dpg_net_read_full(fd, c, sizeof(c), dpg_now_ms() + 5000, NULL, NULL) != 0) {
+		close(fd);
+		return false;
+	}
+	memset(h, 0, sizeof(h));
+	memcpy(h, DPG_CPU_HELLO_MAGIC, 8);
+	h[8] = (uint8_t)ch;
+	h[12] = (uint8_t)from;
+	h[16] = (uint8_t)r;
+	if (getrandom(h + 20, DPG_CPU_MAC_LEN, 0) != DPG_CPU_MAC_LEN)
+		h[20] = 1;
+	t0 = mono_s();
+	(void)dpg_net_write_full(fd, h, sizeof(h), dpg_now_ms() + 1000, NULL, NULL);
+	refused = dpg_net_read_full(fd, ack, sizeof(ack), dpg_now_ms() + 3000, NULL, NULL) ==
+		  -DPG_ERR_PEER && mono_s() - t0 < 1.5;
+	close(fd);
+	return refused;
+}
+
+/* RDV_SILENT silent connections and one of garbage to rank r's port (until
+ * a dial fails: the rank is through its hops and closed the port). */
+static void rdv_flood(const struct rdv_arg *a, uint16_t port, int *fds)
+{
+	uint8_t junk[DPG_CPU_HELLO_LEN];
+	int k;
+
+	memset(junk, 0x5a, sizeof(junk));
+	for (k = 0; k <= RDV_SILENT && atomic_load(a->done) < a->n; k++)
+		if ((fds[k] = rdv_dial(port)) < 0)
+			break;
+	if (fds[RDV_SILENT] >= 0)
+		(void)!write(fds[RDV_SILENT], junk, sizeof(junk));
+}
+
+/* The attacker: floods every rank's port as soon as it is published.  With
+ * a->stall, rank 0 waits for its stopped predecessor (a->late) while serving
+ * its port: it gets three forged hellos (the predecessor's data and notice
+ * channels, and one claiming rank 1), then the predecessor is resumed 2 s
+ * after the attack began.  Holds every connection until the ranks are
+ * through init. */
+static int rdv_attacker(const struct rdv_arg *a)
+{
+	static int fds[16][RDV_SILENT + 1];
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	int r, k;
+	double t0 = mono_s();
+
+	g_rank = a->n;
+	memset(fds, -1, sizeof(fds));
+	CHK(dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			      dpg_now_ms() + 20000, NULL, &re.st, &err) == 0, "store: %s", err.msg);
+	for (r = 0; r < a->n; r++) {
+		uint16_t port = rdv_port(re.st, a->name, r);
+
+		CHK(port != 0, "no address record of rank %d", r);
+		rdv_flood(a, port, fds[r]);
+		for (k = 0; k < 3 && r == 0 && a->stall; k++)
+			if (rdv_forge(port, 0, k < 2 ? a->n - 1 : 1, (unsigned)k % 2))
+				atomic_fetch_add(a->refused, 1);
+	}
+	while (a->stall && mono_s() - t0 < 2.0)
+		usleep(10000);
+	if (a->stall)
+		kill(*a->victim_pid, SIGCONT);
+	while (atomic_load(a->done) < a->n && mono_s() - t0 < 20.0)
+		usleep(10000);
+	for (r = 0; r < a->n; r++)
+		for (k = 0; k <= RDV_SILENT; k++)
+			if (fds[r][k] >= 0)
+				close(fds[r][k]);
+	dpg_store_close(re.st);
+	return 0;
+}
+
+/* The victim stops itself once its address is in the store (it started
+ * first, so it is still waiting for the others' addresses): a live rank that
+ * never connects and never answers. */
+static void *rdv_stop_self(void *argp)
+{
+	const struct rdv_arg *a = argp;
+	struct dpg_store *st = NULL;
+	struct dpg_err err = { "" };
+
+	if (dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			      dpg_now_ms() + 20000, NULL, &st, &err) == 0 &&
+	    rdv_port(st, a->name, a->victim) != 0)
+		kill(getpid(), SIGSTOP);
+	dpg_store_close(st);
+	return NULL;
+}
+
+static int strangers_child(int rank, void *argp)
+{
+	const struct rdv_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	float x[64];
+	double t0;
+	int i, rc;
+
+	pthread_t t;
+
+	if (rank == a->n)
+		return rdv_attacker(a);
+	if (rank == a->late && a->stall) {
+		*a->victim_pid = getpid();
+		pthread_create(&t, NULL, rdv_stop_self, argp);
+	} else {
+		usleep(rank == a->late ? 2000000 : a->stall ? 300000 : 0);
+	}
+	t0 = mono_s();
+	rc = rdv_init_rank(&re, rank, a, 8.0, &err);
+	if (rank == a->late && a->stall)
+		pthread_join(t, NULL);
+	atomic_fetch_add(a->done, 1);
+	CHK(rc == 0, "init with strangers at the port: %d %s", rc, err.msg);
+	CHK(mono_s() - t0 < 4.0, "init took %.2f s", mono_s() - t0);
+	for (i = 0; i < 64; i++)
+		x[i] = (float)(rank + i);
+	rc = re.c.ops->allreduce(&re.c, x, x, 64, DPG_F32, DPG_SUM, NULL, &err);
+	CHK(rc == 0, "allreduce after init: %s", err.msg);
+	for (i = 0; i < 64; i++)
+		CHK(x[i] == (float)(a->n * i + a->n * (a->n - 1) / 2), "x[%d] = %g", i,
+		    (double)x[i]);
+	rank_stop(&re);
+	return 0;
+}
+
+static void *rdv_map(size_t len)
+{
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	assert_true(m != MAP_FAILED);
+	memset(m, 0, len);
+	return m;
+}
+
+static void run_strangers(int n, bool stall)
+{
+	char *sh = rdv_map(4096);
+	struct rdv_arg a = { .n = n, .late = n - 1, .victim = stall ? n - 1 : -1, .stall = stall,
+			     .done = (atomic_int *)sh, .refused = (atomic_int *)(sh + 64),
+			     .victim_pid = (pid_t *)(sh + 128) };
+	double t0 = mono_s();
+	int bad;
+
+	snprintf(a.name, sizeof(a.name), "strangers%d.%d", g_name_seq++, n);
+	bad = run_ranks(n + 1, strangers_child, &a, 60);
+	fprintf(stderr, "  [n=%d, %d strangers per port, rank %d %s: %.2f s, %d forged "
+		"hellos refused]\n", n, RDV_SILENT + 1, n - 1, stall ? "stopped 2 s after "
+		"publishing" : "2 s late", mono_s() - t0, atomic_load(a.refused));
+	assert_int_equal(bad, 0);
+	assert_int_equal(atomic_load(a.refused), stall ? 3 : 0);
+	munmap(sh, 4096);
+}
+
+/* 3 and 4 ranks on the TCP ring, the last one started 2 s late (or stopped
+ * for 2 s once it published its address), while a stranger holds 25
+ * connections to every rank's port and forges hellos to a rank that waits:
+ * init succeeds on every rank in < 4 s and every forgery is refused. */
+static void test_rdv_strangers(void **state)
+{
+	(void)state;
+	run_strangers(3, false);
+	run_strangers(4, false);
+	run_strangers(3, true);
+	run_strangers(4, true);
+}
+
+static int blame_child(int rank, void *argp)
+{
+	const struct rdv_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	char want[64], other[32];
+	int r, rc;
+
+	if (rank == a->victim) {
+		pthread_t t;
+
+		*a->victim_pid = getpid();
+		pthread_create(&t, NULL, rdv_stop_self, argp);
+		(void)rdv_init_rank(&re, rank, a, 3.0, &err);	/* fails once resumed */
+		pthread_join(t, NULL);
+		if (re.c.ops != NULL)
+			re.c.ops->destroy(&re.c);
+		dpg_store_close(re.st);
+		return 0;
+	}
+	usleep(300000);
+	rc = rdv_init_rank(&re, rank, a, 3.0, &err);
+	if (atomic_fetch_add(a->done, 1) == a->n - 2)
+		kill(*a->victim_pid, SIGCONT);
+	CHK(rc == -DPG_ERR_TIMEOUT, "expected a timeout, got %d: %s", rc, err.msg);
+	snprintf(want, sizeof(want), "rank %d (127.0.0.1)", a->victim);
+	CHK(strstr(err.msg, want) != NULL, "the timeout does not blame %s: %s", want, err.msg);
+	for (r = 0; r < a->n; r++) {
+		snprintf(other, sizeof(other), "rank %d (", r);
+		CHK(r == a->victim || strstr(err.msg, other) == NULL, "blames rank %d: %s", r,
+		    err.msg);
+	}
+	if (re.c.ops != NULL)
+		re.c.ops->destroy(&re.c);
+	dpg_store_close(re.st);
+	return 0;
+}
+
+/* 3 ranks on the TCP ring; rank 1 publishes its address and hangs: both of
+ * its neighbours time out naming rank 1, and nobody else. */
+static void test_rdv_blame(void **state)
+{
+	char *sh = rdv_map(4096);
+	struct rdv_arg a = { .n = 3, .late = -1, .victim = 1, .done = (atomic_int *)sh,
+			     .victim_pid = (pid_t *)(sh + 64) };
+	int bad;
+
+	(void)state;
+	snprintf(a.name, sizeof(a.name), "blame%d", g_name_seq++);
+	bad = run_ranks(3, blame_child, &a, 60);
+	munmap(sh, 4096);
+	assert_int_equal(bad, 0);
+}
+
+/* The hello's MAC: a right hello passes; any changed byte, another key,
+ * communicator, token, nonce or addressee fails. */
+static void test_hello_mac(void **state)
+{
+	struct dpg_cpu_hello_key k, k2, k3;
+	struct dpg_err err = { "" };
+	uint8_t ch[DPG_CPU_CHALLENGE_LEN], ch2[DPG_CPU_CHALLENGE_LEN], h[DPG_CPU_HELLO_LEN];
+	unsigned chan = 9;
+	int from = -1;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(dpg_cpu_hello_key(&k, "00112233445566778899aabbccddeeff", "w", &err), 0);
+	assert_int_equal(dpg_cpu_hello_key(&k2, "00112233445566778899aabbccddeefe", "w", &err), 0);
+	assert_int_equal(dpg_cpu_hello_key(&k3, "00112233445566778899aabbccddeeff", "w.s1", &err), 0);
+	assert_int_not_equal(dpg_cpu_hello_key(&k2, "0011zz", "w", &err), 0);
+	assert_int_equal(dpg_cpu_hello_key(&k2, "00112233445566778899aabbccddeefe", "w", &err), 0);
+	assert_int_equal(dpg_cpu_challenge_make(ch), 0);
+	assert_int_equal(dpg_cpu_challenge_make(ch2), 0);
+	assert_true(dpg_cpu_hello_make(&k, ch, 1, 3, 4, 77, h));
+	assert_true(dpg_cpu_hello_check(&k, ch, 4, 77, h, &chan, &from));
+	assert_int_equal(chan, 1);
+	assert_int_equal(from, 3);
+	assert_false(dpg_cpu_hello_check(&k2, ch, 4, 77, h, &chan, &from));
+	assert_false(dpg_cpu_hello_check(&k3, ch, 4, 77, h, &chan, &from));
+	assert_false(dpg_cpu_hello_check(&k, ch2, 4, 77, h, &chan, &from));
+	assert_false(dpg_cpu_hello_check(&k, ch, 4, 78, h, &chan, &from));
+	assert_false(dpg_cpu_hello_check(&k, ch, 5, 77, h, &chan, &from));
+	for (i = 0; i < sizeof(h); i++) {
+		h[i] ^= 0x10;
+		assert_false(dpg_cpu_hello_check(&k, ch, 4, 77, h, &chan, &from));
+		h[i] ^= 0x10;
+	}
+	ch[0] ^= 1;
+	assert_false(dpg_cpu_hello_make(&k, ch, 1, 3, 4, 77, h));	/* not a challenge */
+	dpg_cpu_hello_key_wipe(&k);
+	dpg_cpu_hello_key_wipe(&k2);
+	dpg_cpu_hello_key_wipe(&k3);
+}
+
 /* ------------------------------------------------------------ in-process */
 
 /* An independent reference: the nearest of two candidate encodings by
@@ -1116,6 +1467,9 @@ int main(void)
 		cmocka_unit_test(test_kill_mixed),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_abort),
+		cmocka_unit_test(test_rdv_strangers),
+		cmocka_unit_test(test_rdv_blame),
+		cmocka_unit_test(test_hello_mac),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
