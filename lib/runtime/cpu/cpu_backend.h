@@ -29,7 +29,9 @@
 #define DPG_CPU_RING 0x1u	/* use the ring even when all ranks share a node */
 
 /* The arguments (backend.h) the CPU backend reads: store (unused for size
- * 1), host, node, timeout_s (<= 0: 300), abort, and the optional tuning
+ * 1), secret (the job secret: keys the authenticated hello of every ring
+ * connection; NULL or "" binds it to the receiver's token only), host, node,
+ * timeout_s (<= 0: 300), abort, and the optional tuning
  * flags (DPG_CPU_*), shm_slot_bytes (shared-memory stage size: 256 KiB,
  * 1 MiB when ranks outnumber CPUs) and tcp_chunk_bytes (largest single
  * send/recv: 1 MiB), 0 = default. */
