@@ -1,5 +1,17 @@
 /* dpg_spank.c - the SPANK glue: registers the --dpg-* options, reads the
- * plugstack.conf arguments, and moves data between Slurm and lib/. */
+ * plugstack.conf arguments, and moves data between Slurm and lib/.
+ *
+ * Which process runs what (SPANK loads the plugin into each separately):
+ *   callback        srun/salloc/sbatch (local, allocator)   slurmstepd (remote)
+ *   init            parse plugstack.conf; an error stops     parse; an error is
+ *                   the command                              reported by the tasks
+ *   init_post_opt   conf defaults; srun: the step's secret    conf defaults
+ *   user_init       -                                        the node's plan (once)
+ *   task_init       -                                        the contract + binding
+ *                                                            of one task
+ *   exit            -                                        free the plan
+ * Logic lives in lib/launch and lib/common; nothing here may block, exit or
+ * crash slurmstepd, and a failure never drains the node. */
 #include <errno.h>
 #include <net/if.h>
 #include <stdbool.h>
