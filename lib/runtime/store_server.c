@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "net.h"
-#include "sha256.h"
+#include "digest.h"
 
 #define OUT_SOFT ((size_t)1 << 20)	/* stop reading a peer that does not read */
 #define AUTH_TIMEOUT_DEFAULT_MS 10000
@@ -372,9 +372,15 @@ static void do_accept(struct dpg_store_server *s)
 static void handle_auth(struct dpg_store_server *s, struct conn *c,
 			const struct dpg_wire_hdr *h, const uint8_t *body)
 {
-	uint8_t want[DPG_WIRE_MAC];
+	uint8_t want[DPG_WIRE_MAC], proof[DPG_WIRE_MAC];
 
-	dpg_wire_auth_mac(&s->keyed, DPG_WIRE_LABEL_CLIENT, c->nonce, body, want);
+	if (dpg_wire_auth_mac(&s->key, DPG_WIRE_LABEL_CLIENT, c->nonce, body, want) != 0 ||
+	    dpg_wire_auth_mac(&s->key, DPG_WIRE_LABEL_SERVER, c->nonce, body, proof) != 0) {
+		slog(s, "refused", c->peer, "libcrypto failed computing the HMAC");
+		c->dead = true;
+		flush_schedule(s, c);
+		return;
+	}
 	if (!dpg_ct_equal(want, body + DPG_WIRE_NONCE, DPG_WIRE_MAC)) {
 		static const char msg[] = "job secret mismatch";
 
@@ -383,10 +389,9 @@ static void handle_auth(struct dpg_store_server *s, struct conn *c,
 		dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_REFUSED, h->id, msg, sizeof(msg) - 1, NULL);
 		return;
 	}
-	dpg_wire_auth_mac(&s->keyed, DPG_WIRE_LABEL_SERVER, c->nonce, body, want);
 	c->state = CS_READY;
 	dl_del(&c->unauth);
-	dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_OK, h->id, want, DPG_WIRE_MAC, NULL);
+	dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_OK, h->id, proof, DPG_WIRE_MAC, NULL);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -657,7 +662,7 @@ static void server_free(struct dpg_store_server *s)
 		close(s->sparefd);
 	if (s->log_dropped > 0)
 		fprintf(stderr, "dpg store: %lu more log lines suppressed\n", s->log_dropped);
-	explicit_bzero(&s->keyed, sizeof(s->keyed));
+	explicit_bzero(&s->key, sizeof(s->key));
 	free(s);
 }
 
@@ -692,7 +697,8 @@ static int server_new(const uint8_t *secret, size_t secret_len,
 	dl_init(&s->conns);
 	dl_init(&s->unauth);
 	s->auth_timeout_ms = auth_timeout_from_env();
-	dpg_hmac_sha256_init(&s->keyed, secret, secret_len);
+	memcpy(s->key.k, secret, secret_len);
+	s->key.len = secret_len;
 	s->sparefd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	rc = dpg_kv_init(&s->t, err);
 	if (rc != 0) {

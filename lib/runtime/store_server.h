@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "sha256.h"
 #include "store_table.h"
 #include "store_wire.h"
 
@@ -46,7 +45,7 @@ struct dpg_store_server {
 	int lfd, epfd, wakefd, sparefd;
 	uint16_t port;
 	int64_t auth_timeout_ms;
-	struct dpg_hmac_sha256 keyed;
+	struct dpg_wire_key key;
 	struct dpg_kv t;
 	struct dl conns, unauth;
 	struct conn *flush;

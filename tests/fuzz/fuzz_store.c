@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "net.h"
-#include "sha256.h"
+#include "digest.h"
 #include "store.h"
 
 #define MAGIC 0x53475044u
@@ -159,7 +159,10 @@ static int authenticate(int fd, const uint8_t *ns)
 	dpg_hmac_sha256_update(&c, LABEL_CLIENT, strlen(LABEL_CLIENT));
 	dpg_hmac_sha256_update(&c, ns, NONCE_LEN);
 	dpg_hmac_sha256_update(&c, nc, NONCE_LEN);
-	dpg_hmac_sha256_final(&c, msg + HDR_LEN + NONCE_LEN);
+	if (dpg_hmac_sha256_final(&c, msg + HDR_LEN + NONCE_LEN) != 0) {
+		fprintf(stderr, "fuzz_store: libcrypto failed computing the HMAC\n");
+		abort();
+	}
 	if (write_all(fd, msg, sizeof(msg)) != 0)
 		return -1;
 	if (read_full(fd, reply, sizeof(reply), 2000) != 0)

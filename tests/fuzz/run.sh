@@ -3,7 +3,8 @@
 # dir and run each for SECONDS (default 60).  Prints, per harness,
 #   ok NAME (EXECS execs, cov COV)   or   CRASH NAME ARTIFACT
 # then "N ok, M crashed"; exits non-zero on any crash or build failure.
-# Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev) and hwloc.
+# Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), hwloc and
+# libcrypto (libssl-dev).
 # Environment: CC (default clang), FUZZ_WORKDIR (keep the build/corpora there
 # instead of a temp dir that is removed), FUZZ_ONLY="hostlist store" (subset).
 set -u
@@ -27,18 +28,19 @@ else
 fi
 
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
+crypto=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
 L=$top/lib
 cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime"
 C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c $L/common/netif.c"
 R=$L/runtime
-STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/sha256.c"
+STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/digest.c"
 LAUNCH="$L/launch/conf.c $L/launch/opts.c $L/launch/contract.c $L/launch/topo.c $L/launch/plan.c $L/launch/gpuvis.c $L/launch/bindenv.c $L/launch/cpuset.c $L/launch/plan_fmt.c"
 
 srcs() {
 	case $1 in
 	hostlist) echo "$C" ;;
 	conf|contract|topo) echo "$C $LAUNCH $hwloc" ;;
-	store) echo "$C $STORE -lpthread" ;;
+	store) echo "$C $STORE $crypto -lpthread" ;;
 	esac
 }
 
