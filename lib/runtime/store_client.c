@@ -429,8 +429,12 @@ static int connect_once(struct dpg_store *s, const char *host, uint16_t port,
 		return prefixed(err, "store", rc);
 	rc = await_challenge(s, deadline, ns, err);
 	*again = rc == -DPG_ERR_PEER;
-	if (rc == 0)
+	if (rc == 0) {
 		rc = authenticate(s, ns, deadline, err);
+		/* closed mid-handshake: a store under a flood of strangers evicts
+		 * the oldest unauthenticated connections; try again */
+		*again = rc == -DPG_ERR_PEER && !s->garbled;
+	}
 	return rc;
 }
 
