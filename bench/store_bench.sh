@@ -40,8 +40,8 @@ R=$TOP/lib/runtime
 "$CC" -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -I"$TOP/include" \
 	-I"$TOP/lib/common" -I"$R" "$TOP/bench/store_bench.c" \
 	"$R/store_wire.c" "$R/store_table.c" "$R/store_ops.c" "$R/store_server.c" \
-	"$R/store_client.c" "$R/sha256.c" "$R/net.c" "$TOP/lib/common/err.c" \
-	"$TOP/lib/common/parse.c" -lpthread -o "$WORK/store_bench" ||
+	"$R/store_client.c" "$R/digest.c" "$R/net.c" "$TOP/lib/common/err.c" \
+	"$TOP/lib/common/parse.c" -lcrypto -lpthread -o "$WORK/store_bench" ||
 	{ echo "store_bench: build failed" >&2; exit 2; }
 
 HAVE_TORCH=1

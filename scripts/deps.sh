@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [--no-torch]   (root; skips what is already installed)
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config
-      libhwloc-dev hwloc libcmocka-dev valgrind
+      libhwloc-dev hwloc libssl-dev llvm-14 libcmocka-dev valgrind
       slurmctld slurmd slurm-client munge libslurm-dev
       iproute2 procps bc groff man-db debhelper dh-autoreconf clang libclang-rt-14-dev)
 [ "${1:-}" = --no-torch ] || pkgs+=(python3-torch)

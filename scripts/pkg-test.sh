@@ -30,7 +30,7 @@ finish() {
 
 # ------------------------------------------------------------ build deps
 deps=(build-essential debhelper dh-autoreconf dpkg-dev autoconf automake libtool
-      pkg-config libslurm-dev libhwloc-dev libcmocka-dev binutils)
+      pkg-config libslurm-dev libhwloc-dev libssl-dev libcmocka-dev binutils)
 if [ "${DPG_SKIP_DEPS:-0}" != 1 ]; then
 	missing=()
 	for p in "${deps[@]}"; do

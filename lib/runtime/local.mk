@@ -4,7 +4,7 @@ noinst_LTLIBRARIES += libdpgrt.la
 libdpgrt_la_SOURCES = \
 	lib/runtime/version.c lib/runtime/backend.h lib/runtime/comm.h \
 	lib/runtime/net.c lib/runtime/net.h \
-	lib/runtime/sha256.c lib/runtime/sha256.h \
+	lib/runtime/digest.c lib/runtime/digest.h \
 	lib/runtime/store.h lib/runtime/store_wire.c lib/runtime/store_wire.h \
 	lib/runtime/store_table.c lib/runtime/store_table.h \
 	lib/runtime/store_server.c lib/runtime/store_server.h lib/runtime/store_ops.c \
@@ -23,8 +23,8 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/cpu/hops.c lib/runtime/cpu/hops.h \
 	lib/runtime/cpu/cpu_backend.c lib/runtime/cpu/cpu_backend.h
 libdpgrt_la_CFLAGS = $(AM_CFLAGS) -O3 -fvect-cost-model=dynamic
-libdpgrt_la_CPPFLAGS = $(RT_CPPFLAGS)
-libdpgrt_la_LIBADD = -lpthread -lrt -lm
+libdpgrt_la_CPPFLAGS = $(RT_CPPFLAGS) $(LIBCRYPTO_CFLAGS)
+libdpgrt_la_LIBADD = $(LIBCRYPTO_LIBS) -lpthread -lrt -lm
 EXTRA_DIST += lib/runtime/nccl/nccl_backend.c lib/runtime/nccl/nccl_backend.h
 if HAVE_NCCL
 libdpgrt_la_SOURCES += lib/runtime/nccl/nccl_backend.c lib/runtime/nccl/nccl_backend.h

@@ -12,6 +12,11 @@
 #define DPG_STORE_KEY_MAX 512			/* bytes in a key */
 #define DPG_STORE_VALUE_MAX (8u << 20)		/* bytes in a value */
 #define DPG_STORE_SECRET_MAX (DPG_SECRET_HEX_MAX / 2)	/* bytes of decoded secret */
+/* What GET/WAIT requests parked on unset keys may hold (the requests and the
+ * keys they add), per connection and over the whole store; past either, a
+ * request is answered with an error instead of parked. */
+#define DPG_STORE_PARKED_CONN_BYTES ((size_t)8 << 20)
+#define DPG_STORE_PARKED_BYTES ((size_t)32 << 20)
 
 /* Return codes (err.h's convention): 0, or -DPG_ERR_TIMEOUT, -DPG_ERR_ABORTED,
  * -DPG_ERR_PEER (the peer closed the connection or broke the protocol),
@@ -33,6 +38,15 @@ int dpg_store_server_start(const char *addr, uint16_t port,
 			   struct dpg_store_server **out, struct dpg_err *err);
 uint16_t dpg_store_server_port(const struct dpg_store_server *s);
 void dpg_store_server_stop(struct dpg_store_server *s);
+
+/* What the server holds now (diagnostics and tests; callable from any thread). */
+struct dpg_store_server_stats {
+	size_t unauth;			/* connections not authenticated (yet) */
+	size_t parked;			/* GET/WAIT requests waiting for keys */
+	size_t parked_bytes;		/* what they hold: requests + the keys they added */
+};
+void dpg_store_server_stats(const struct dpg_store_server *s,
+			    struct dpg_store_server_stats *st);
 
 /* Connect and authenticate, retrying until deadline_ms (dpg_now_ms clock).
  * abort (may be NULL) ends waits early with -DPG_ERR_ABORTED. */

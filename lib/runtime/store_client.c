@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "net.h"
-#include "sha256.h"
+#include "digest.h"
 
 struct dpg_store {
 	int fd;
@@ -42,7 +42,7 @@ struct dpg_store {
 	bool garbled;			/* what the peer sent is not our protocol */
 	uint32_t next_id;
 	const volatile int *abort;
-	struct dpg_hmac_sha256 keyed;
+	struct dpg_wire_key key;
 	uint8_t *rbuf;
 	size_t rlen, rcap, rdone;	/* rdone: bytes of the last message handed out */
 	char where[300];		/* "host:port" */
@@ -391,7 +391,10 @@ static int authenticate(struct dpg_store *s, const uint8_t *ns, int64_t deadline
 	rc = dpg_wire_random(nc, DPG_WIRE_NONCE, err);
 	if (rc != 0)
 		return prefixed(err, "store: handshake", rc);
-	dpg_wire_auth_mac(&s->keyed, DPG_WIRE_LABEL_CLIENT, ns, nc, nc + DPG_WIRE_NONCE);
+	if (dpg_wire_auth_mac(&s->key, DPG_WIRE_LABEL_CLIENT, ns, nc, nc + DPG_WIRE_NONCE) != 0 ||
+	    dpg_wire_auth_mac(&s->key, DPG_WIRE_LABEL_SERVER, ns, nc, want) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "store: libcrypto failed computing the "
+				"handshake's HMAC-SHA256");
 	rc = dpg_net_write_full(s->fd, req, sizeof(req), deadline, s->abort, err);
 	if (rc == 0)
 		rc = recv_msg(s, true, 0, deadline, &m, err);
@@ -400,7 +403,6 @@ static int authenticate(struct dpg_store *s, const uint8_t *ns, int64_t deadline
 	if (m.h.op == (DPG_OP_AUTH | DPG_OP_REPLY) && m.h.flags == DPG_WIRE_REFUSED)
 		return dpg_errs(err, DPG_ERR_AUTH, "store: the store at %s refused our job "
 				"secret (DPG_SECRET differs?)", s->where);
-	dpg_wire_auth_mac(&s->keyed, DPG_WIRE_LABEL_SERVER, ns, nc, want);
 	if (m.h.op != (DPG_OP_AUTH | DPG_OP_REPLY) || m.h.flags != DPG_WIRE_OK ||
 	    m.h.len != DPG_WIRE_MAC || !dpg_ct_equal(want, m.body, DPG_WIRE_MAC))
 		return dpg_errs(err, DPG_ERR_AUTH, "store: the server at %s failed to prove "
@@ -427,8 +429,12 @@ static int connect_once(struct dpg_store *s, const char *host, uint16_t port,
 		return prefixed(err, "store", rc);
 	rc = await_challenge(s, deadline, ns, err);
 	*again = rc == -DPG_ERR_PEER;
-	if (rc == 0)
+	if (rc == 0) {
 		rc = authenticate(s, ns, deadline, err);
+		/* closed mid-handshake: a store under a flood of strangers evicts
+		 * the oldest unauthenticated connections; try again */
+		*again = rc == -DPG_ERR_PEER && !s->garbled;
+	}
 	return rc;
 }
 
@@ -463,7 +469,8 @@ int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
 	s->fd = -1;
 	s->abort = abort;
 	snprintf(s->where, sizeof(s->where), "%s:%u", host, (unsigned)port);
-	dpg_hmac_sha256_init(&s->keyed, secret, secret_len);
+	memcpy(s->key.k, secret, secret_len);
+	s->key.len = secret_len;
 	for (;;) {
 		rc = connect_once(s, host, port, deadline_ms, &again, err);
 		if (rc == 0) {
@@ -486,7 +493,7 @@ void dpg_store_close(struct dpg_store *s)
 		return;
 	if (s->fd >= 0)
 		close(s->fd);
-	explicit_bzero(&s->keyed, sizeof(s->keyed));
+	explicit_bzero(&s->key, sizeof(s->key));
 	free(s->rbuf);
 	free(s);
 }

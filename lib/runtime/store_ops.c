@@ -28,6 +28,7 @@ struct wreq {
 	uint32_t id;
 	uint8_t op;
 	uint32_t missing, nlinks;
+	size_t cost;			/* counted in conn and server parked_bytes */
 	struct wlink links[];
 };
 
@@ -46,6 +47,9 @@ static void wreq_free(struct dpg_store_server *s, struct wreq *r)
 	}
 	dl_del(&r->node);
 	r->c->nparked--;
+	r->c->parked_bytes -= r->cost;
+	s->nparked--;
+	s->parked_bytes -= r->cost;
 	free(r);
 }
 
@@ -203,16 +207,53 @@ static struct entry *store_put(const struct req *q, const uint8_t *k, size_t kle
 	return e;
 }
 
+/* What parking costs the server: the request, and per missing key a link and
+ * (at most) a new table entry holding the key; every key's length is counted,
+ * an upper bound (missing keys are not told apart from set ones here). */
+static size_t park_cost(const size_t *klens, uint32_t n, uint32_t missing)
+{
+	size_t cost = sizeof(struct wreq) +
+		      (size_t)missing * (sizeof(struct wlink) + sizeof(struct entry) + 1);
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		cost += klens[i];
+	return cost;
+}
+
+/* Within the parking bounds (store.h)?  If not, answer why. */
+static bool park_fits(const struct req *q, size_t cost)
+{
+	if (q->c->parked_bytes + cost > DPG_STORE_PARKED_CONN_BYTES) {
+		answer_err(q, "too many waits parked on this connection: %zu bytes of "
+			   "pending GET/WAIT requests and keys, %zu more asked (limit %zu "
+			   "MiB per connection); wait for fewer keys at once",
+			   q->c->parked_bytes, cost, DPG_STORE_PARKED_CONN_BYTES >> 20);
+		return false;
+	}
+	if (q->s->parked_bytes + cost > DPG_STORE_PARKED_BYTES) {
+		answer_err(q, "too many waits parked in all: %zu bytes of pending GET/WAIT "
+			   "requests and keys over every connection, %zu more asked (limit "
+			   "%zu MiB in all)", (size_t)q->s->parked_bytes, cost,
+			   DPG_STORE_PARKED_BYTES >> 20);
+		return false;
+	}
+	return true;
+}
+
 /* Park the request for the keys listed (those already set are skipped). */
 static enum verdict park(const struct req *q, const uint8_t *const *keys,
 			 const size_t *klens, uint32_t n, uint32_t missing)
 {
 	struct conn *c = q->c;
+	size_t cost = park_cost(klens, n, missing);
 	struct wreq *r;
 	uint32_t i;
 
 	if (c->nparked >= DPG_STORE_MAX_PARKED)
 		return OVERPARKED;
+	if (!park_fits(q, cost))
+		return DONE;
 	r = calloc(1, sizeof(*r) + missing * sizeof(r->links[0]));
 	if (r == NULL) {
 		answer_err(q, "the store is out of memory");
@@ -221,8 +262,12 @@ static enum verdict park(const struct req *q, const uint8_t *const *keys,
 	r->c = c;
 	r->id = q->id;
 	r->op = q->op;
+	r->cost = cost;
 	dl_add_tail(&c->parked, &r->node);
 	c->nparked++;
+	c->parked_bytes += cost;
+	q->s->nparked++;
+	q->s->parked_bytes += cost;
 	for (i = 0; i < n; i++) {
 		struct entry *e = dpg_kv_get_or_add(&q->s->t, keys[i], klens[i]);
 		struct wlink *l;

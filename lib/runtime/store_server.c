@@ -6,7 +6,10 @@
  * store_table.c the keys.  Each connection reads whole messages into its
  * buffer and hands each to its handler, which queues replies (values by
  * reference) that are flushed once per loop turn.  Unauthenticated
- * connections sit on a timer list ordered by accept time.  stop() in a forked
+ * connections sit on a timer list ordered by accept time, capped per source
+ * address and in all: past a cap, or out of descriptors, the OLDEST of them
+ * gives way (a new connection may be a rank; an idle one is a stranger or a
+ * rank that will retry), and they get a short deadline.  stop() in a forked
  * child does nothing: the server thread, epoll set and eventfd belong to the
  * parent. */
 #include "store.h"
@@ -26,15 +29,19 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "net.h"
-#include "sha256.h"
+#include "digest.h"
 
 #define OUT_SOFT ((size_t)1 << 20)	/* stop reading a peer that does not read */
-#define AUTH_TIMEOUT_DEFAULT_MS 10000
+#define AUTH_TIMEOUT_DEFAULT_MS 2000
+#define UNAUTH_MAX 1024			/* unauthenticated connections in all, */
+#define UNAUTH_MIN 16			/* ... at most half the descriptors, at least this */
+#define UNAUTH_SRC_SHARE 4		/* one source address: 1/4 of that */
 #define LOG_PER_SEC 20
 
 /* ------------------------------------------------------------ server data */
@@ -210,7 +217,10 @@ static void conn_close(struct dpg_store_server *s, struct conn *c)
 		*pp = c->fnext;
 	}
 	dl_del(&c->all);
-	dl_del(&c->unauth);
+	if (c->state != CS_READY) {
+		dl_del(&c->unauth);
+		s->nunauth--;
+	}
 	/* explicitly: a forked child may hold a copy of the socket, and epoll
 	 * forgets a descriptor only when every copy is closed */
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -288,6 +298,37 @@ static bool conn_flush(struct dpg_store_server *s, struct conn *c)
 	return true;
 }
 
+/* Close the oldest unauthenticated connection c to make room; why says which
+ * limit was reached. */
+static void unauth_evict(struct dpg_store_server *s, struct conn *c, const char *why)
+{
+	slog(s, "refused", c->peer, "evicted before authenticating (%s): the oldest "
+	     "unauthenticated connection gives way to a new one", why);
+	conn_close(s, c);
+}
+
+/* Room for one more unauthenticated connection from addr: past the
+ * per-source cap the oldest from that source goes, past the overall cap the
+ * oldest of all. */
+static void unauth_make_room(struct dpg_store_server *s, uint32_t addr)
+{
+	struct conn *first = NULL;
+	size_t same = 0;
+	struct dl *it;
+
+	for (it = s->unauth.next; it != &s->unauth; it = it->next) {
+		struct conn *c = container_of(it, struct conn, unauth);
+
+		if (c->addr == addr && same++ == 0)
+			first = c;
+	}
+	if (first != NULL && same >= s->unauth_per_src)
+		unauth_evict(s, first, "too many from one address");
+	else if (s->nunauth >= s->unauth_max)
+		unauth_evict(s, container_of(s->unauth.next, struct conn, unauth),
+			     "too many in all");
+}
+
 /* Out of descriptors: free the spare one to accept and shed the peer, else it
  * would stay in the backlog, waking us forever. */
 static void accept_shed(struct dpg_store_server *s)
@@ -322,6 +363,7 @@ static void conn_new(struct dpg_store_server *s, int fd, const struct sockaddr_i
 	}
 	c->fd = fd;
 	c->state = CS_AUTH;
+	c->addr = sa->sin_family == AF_INET ? sa->sin_addr.s_addr : 0;
 	dl_init(&c->parked);
 	if (sa->sin_family == AF_INET &&
 	    inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip)) != NULL)
@@ -337,9 +379,11 @@ static void conn_new(struct dpg_store_server *s, int fd, const struct sockaddr_i
 		return;
 	}
 	c->events = EPOLLIN;
+	unauth_make_room(s, c->addr);
 	dl_add_tail(&s->conns, &c->all);
 	c->auth_deadline = dpg_now_ms() + s->auth_timeout_ms;
 	dl_add_tail(&s->unauth, &c->unauth);
+	s->nunauth++;
 	queue_msg(s, c, DPG_OP_HELLO, DPG_WIRE_OK, 0, c->nonce, DPG_WIRE_NONCE, NULL);
 }
 
@@ -359,6 +403,11 @@ static void do_accept(struct dpg_store_server *s)
 		}
 		if (errno == EINTR || errno == ECONNABORTED)
 			continue;
+		if ((errno == EMFILE || errno == ENFILE) && !dl_empty(&s->unauth)) {
+			unauth_evict(s, container_of(s->unauth.next, struct conn, unauth),
+				     "out of file descriptors");
+			continue;
+		}
 		if ((errno == EMFILE || errno == ENFILE) && s->sparefd >= 0) {
 			accept_shed(s);
 			continue;
@@ -372,9 +421,15 @@ static void do_accept(struct dpg_store_server *s)
 static void handle_auth(struct dpg_store_server *s, struct conn *c,
 			const struct dpg_wire_hdr *h, const uint8_t *body)
 {
-	uint8_t want[DPG_WIRE_MAC];
+	uint8_t want[DPG_WIRE_MAC], proof[DPG_WIRE_MAC];
 
-	dpg_wire_auth_mac(&s->keyed, DPG_WIRE_LABEL_CLIENT, c->nonce, body, want);
+	if (dpg_wire_auth_mac(&s->key, DPG_WIRE_LABEL_CLIENT, c->nonce, body, want) != 0 ||
+	    dpg_wire_auth_mac(&s->key, DPG_WIRE_LABEL_SERVER, c->nonce, body, proof) != 0) {
+		slog(s, "refused", c->peer, "libcrypto failed computing the HMAC");
+		c->dead = true;
+		flush_schedule(s, c);
+		return;
+	}
 	if (!dpg_ct_equal(want, body + DPG_WIRE_NONCE, DPG_WIRE_MAC)) {
 		static const char msg[] = "job secret mismatch";
 
@@ -383,10 +438,10 @@ static void handle_auth(struct dpg_store_server *s, struct conn *c,
 		dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_REFUSED, h->id, msg, sizeof(msg) - 1, NULL);
 		return;
 	}
-	dpg_wire_auth_mac(&s->keyed, DPG_WIRE_LABEL_SERVER, c->nonce, body, want);
 	c->state = CS_READY;
 	dl_del(&c->unauth);
-	dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_OK, h->id, want, DPG_WIRE_MAC, NULL);
+	s->nunauth--;
+	dpg_srv_reply(s, c, DPG_OP_AUTH, DPG_WIRE_OK, h->id, proof, DPG_WIRE_MAC, NULL);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -657,7 +712,7 @@ static void server_free(struct dpg_store_server *s)
 		close(s->sparefd);
 	if (s->log_dropped > 0)
 		fprintf(stderr, "dpg store: %lu more log lines suppressed\n", s->log_dropped);
-	explicit_bzero(&s->keyed, sizeof(s->keyed));
+	explicit_bzero(&s->key, sizeof(s->key));
 	free(s);
 }
 
@@ -679,6 +734,44 @@ static int64_t auth_timeout_from_env(void)
 	return ms;
 }
 
+/* Raise the soft open-files limit to the hard one (a rank 0 with many ranks
+ * and strangers at its door needs descriptors); logs when it cannot.  Returns
+ * the soft limit in force. */
+static rlim_t raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		fprintf(stderr, "dpg store: getrlimit(RLIMIT_NOFILE): %s\n", strerror(errno));
+		return 1024;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+			fprintf(stderr, "dpg store: cannot raise the open-files limit from "
+				"%llu to %llu: %s; the store serves with %llu\n",
+				(unsigned long long)was, (unsigned long long)rl.rlim_max,
+				strerror(errno), (unsigned long long)was);
+			return was;
+		}
+	}
+	return rl.rlim_cur;
+}
+
+/* The caps on unauthenticated connections: at most half the descriptors
+ * (the rest is for ranks), UNAUTH_MIN..UNAUTH_MAX; a quarter per address. */
+static void unauth_caps(struct dpg_store_server *s, rlim_t nofile)
+{
+	size_t max = UNAUTH_MAX;
+
+	if (nofile != RLIM_INFINITY && nofile / 2 < max)
+		max = nofile / 2 < UNAUTH_MIN ? UNAUTH_MIN : (size_t)(nofile / 2);
+	s->unauth_max = max;
+	s->unauth_per_src = max / UNAUTH_SRC_SHARE > 0 ? max / UNAUTH_SRC_SHARE : 1;
+}
+
 /* The server's state, keyed with the secret, with an empty table. */
 static int server_new(const uint8_t *secret, size_t secret_len,
 		      struct dpg_store_server **out, struct dpg_err *err)
@@ -692,7 +785,9 @@ static int server_new(const uint8_t *secret, size_t secret_len,
 	dl_init(&s->conns);
 	dl_init(&s->unauth);
 	s->auth_timeout_ms = auth_timeout_from_env();
-	dpg_hmac_sha256_init(&s->keyed, secret, secret_len);
+	unauth_caps(s, raise_nofile());
+	memcpy(s->key.k, secret, secret_len);
+	s->key.len = secret_len;
 	s->sparefd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	rc = dpg_kv_init(&s->t, err);
 	if (rc != 0) {
@@ -769,6 +864,14 @@ int dpg_store_server_start(const char *addr, uint16_t port,
 uint16_t dpg_store_server_port(const struct dpg_store_server *s)
 {
 	return s->port;
+}
+
+void dpg_store_server_stats(const struct dpg_store_server *s,
+			    struct dpg_store_server_stats *st)
+{
+	st->unauth = s->nunauth;
+	st->parked = s->nparked;
+	st->parked_bytes = s->parked_bytes;
 }
 
 void dpg_store_server_stop(struct dpg_store_server *s)

@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "sha256.h"
 #include "store_table.h"
 #include "store_wire.h"
 
@@ -29,6 +28,7 @@ struct conn {
 	struct dl unauth;		/* server->unauth while not CS_READY */
 	struct conn *fnext;		/* server->flush */
 	int64_t auth_deadline;
+	uint32_t addr;			/* IPv4 source, network order (0: unknown) */
 	uint8_t nonce[DPG_WIRE_NONCE];
 	uint8_t *rbuf;
 	size_t rlen, rcap;
@@ -36,6 +36,7 @@ struct conn {
 	size_t obytes;
 	struct dl parked;		/* store_ops.c's struct wreq.node */
 	uint32_t nparked;
+	size_t parked_bytes;		/* the cost of what is parked (store_ops.c) */
 	char peer[32];
 };
 
@@ -46,9 +47,13 @@ struct dpg_store_server {
 	int lfd, epfd, wakefd, sparefd;
 	uint16_t port;
 	int64_t auth_timeout_ms;
-	struct dpg_hmac_sha256 keyed;
+	size_t unauth_max, unauth_per_src;	/* caps on unauthenticated connections */
+	struct dpg_wire_key key;
 	struct dpg_kv t;
 	struct dl conns, unauth;
+	/* written by the server thread only; atomic for dpg_store_server_stats */
+	_Atomic size_t nunauth;		/* on unauth */
+	_Atomic size_t nparked, parked_bytes;	/* over every connection */
 	struct conn *flush;
 	struct conn *graveyard;		/* closed, to free after the batch */
 	/* log rate limiting */

@@ -99,16 +99,16 @@ int dpg_wire_random(void *buf, size_t n, struct dpg_err *err)
 	return 0;
 }
 
-void dpg_wire_auth_mac(const struct dpg_hmac_sha256 *keyed, const char *label,
-		       const uint8_t *ns, const uint8_t *nc,
-		       uint8_t out[DPG_WIRE_MAC])
+int dpg_wire_auth_mac(const struct dpg_wire_key *key, const char *label,
+		      const uint8_t *ns, const uint8_t *nc, uint8_t out[DPG_WIRE_MAC])
 {
-	struct dpg_hmac_sha256 c = *keyed;
+	struct dpg_hmac_sha256 c;
 
+	dpg_hmac_sha256_init(&c, key->k, key->len);
 	dpg_hmac_sha256_update(&c, label, strlen(label));
 	dpg_hmac_sha256_update(&c, ns, DPG_WIRE_NONCE);
 	dpg_hmac_sha256_update(&c, nc, DPG_WIRE_NONCE);
-	dpg_hmac_sha256_final(&c, out);
+	return dpg_hmac_sha256_final(&c, out);
 }
 
 int dpg_wire_check_secret(const uint8_t *secret, size_t len, struct dpg_err *err)

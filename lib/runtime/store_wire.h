@@ -43,7 +43,8 @@
 #include <stdint.h>
 
 #include "err.h"
-#include "sha256.h"
+#include "digest.h"
+#include "store.h"	/* DPG_STORE_SECRET_MAX */
 
 #define DPG_WIRE_MAGIC 0x53475044u
 #define DPG_WIRE_VERSION 1
@@ -93,10 +94,15 @@ const char *dpg_wire_op_name(uint8_t op);
 /* Fill buf with n random bytes (getrandom, else /dev/urandom). */
 int dpg_wire_random(void *buf, size_t n, struct dpg_err *err);
 
-/* HMAC(secret, label || ns || nc), from a context already keyed with secret. */
-void dpg_wire_auth_mac(const struct dpg_hmac_sha256 *keyed, const char *label,
-		       const uint8_t *ns, const uint8_t *nc,
-		       uint8_t out[DPG_WIRE_MAC]);
+/* The job secret, kept to key each handshake's MAC. */
+struct dpg_wire_key {
+	uint8_t k[DPG_STORE_SECRET_MAX];
+	size_t len;
+};
+
+/* HMAC(secret, label || ns || nc); 0, or -DPG_ERR_SYSTEM (libcrypto failed). */
+int dpg_wire_auth_mac(const struct dpg_wire_key *key, const char *label,
+		      const uint8_t *ns, const uint8_t *nc, uint8_t out[DPG_WIRE_MAC]);
 
 /* A usable job secret: DPG_STORE_SECRET_MIN..DPG_STORE_SECRET_MAX bytes. */
 int dpg_wire_check_secret(const uint8_t *secret, size_t len, struct dpg_err *err);

@@ -16,7 +16,7 @@
 
 #include "fileio.h"
 #include "le.h"
-#include "sha256.h"
+#include "digest.h"
 
 /*
  * Formats, version 1.  Integers little-endian, floats IEEE-754 binary32
@@ -570,8 +570,10 @@ int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,
 		return rc;
 	if ((rc = slurp_meta(path, &data, &size, err)) != 0)
 		return rc;
-	dpg_sha256(data, size - CK_SHA, digest);
-	if (!dpg_ct_equal(digest, data + size - CK_SHA, CK_SHA))
+	if (dpg_sha256(data, size - CK_SHA, digest) != 0)
+		rc = dpg_errs(err, DPG_ERR_SYSTEM, "%s: libcrypto failed computing the "
+			      "SHA-256", path);
+	else if (!dpg_ct_equal(digest, data + size - CK_SHA, CK_SHA))
 		rc = dpg_errf(err, "%s: SHA-256 mismatch, the file is corrupt; restore it "
 			      "or point %s/latest at an older step", path, dir);
 	else
@@ -692,7 +694,9 @@ static int rf_verify(struct rfile *r, struct dpg_err *err)
 				r->path, strerror(errno));
 	if (got != sizeof(stored))
 		return dpg_errf(err, "%s: shrank while being read", r->path);
-	dpg_sha256_final(&r->sha, digest);
+	if (dpg_sha256_final(&r->sha, digest) != 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: libcrypto failed computing the "
+				"SHA-256", r->path);
 	if (!dpg_ct_equal(digest, stored, CK_SHA))
 		return dpg_errf(err, "%s: SHA-256 mismatch, the file is corrupt; restore it "
 				"or load an older checkpoint", r->path);
@@ -725,12 +729,15 @@ static int whole_file_ok(const struct reshard *rs, int fd, off_t size)
 
 		if ((off_t)want > body - off)
 			want = (size_t)(body - off);
-		if (dpg_fio_pread_full(fd, rs->buf, want, off, &got) != 0 || got != want)
+		if (dpg_fio_pread_full(fd, rs->buf, want, off, &got) != 0 || got != want) {
+			dpg_sha256_drop(&c);
 			return 0;
+		}
 		dpg_sha256_update(&c, rs->buf, got);
 		off += (off_t)got;
 	}
-	dpg_sha256_final(&c, digest);
+	if (dpg_sha256_final(&c, digest) != 0)
+		return 0;
 	if (dpg_fio_pread_full(fd, stored, CK_SHA, body, &got) != 0 || got != CK_SHA)
 		return 0;
 	return dpg_ct_equal(digest, stored, CK_SHA);
@@ -866,13 +873,14 @@ static int shard_data(const struct reshard *rs, int old, struct rfile *r,
 	return rf_verify(r, err);
 }
 
+static int shard_stream_hashed(const struct reshard *rs, int old, struct rfile *rf,
+				off_t size, struct dpg_err *err);
+
+/* Stream one old shard, its hash context freed on every way out. */
 static int shard_stream(const struct reshard *rs, int old, const char *path, int fd,
 			off_t size, struct dpg_err *err)
 {
-	unsigned char h[CK_SHARD_HDR];
-	unsigned long long want;
 	struct rfile r;
-	char why[256];
 	int rc;
 
 	memset(&r, 0, sizeof(r));
@@ -880,27 +888,40 @@ static int shard_stream(const struct reshard *rs, int old, const char *path, int
 	r.fd = fd;
 	r.buf = rs->buf;
 	dpg_sha256_init(&r.sha);
+	rc = shard_stream_hashed(rs, old, &r, size, err);
+	dpg_sha256_drop(&r.sha);
+	return rc;
+}
+
+static int shard_stream_hashed(const struct reshard *rs, int old, struct rfile *r,
+				off_t size, struct dpg_err *err)
+{
+	unsigned char h[CK_SHARD_HDR];
+	unsigned long long want;
+	char why[256];
+	int rc;
+
 	if (size < (off_t)(CK_SHARD_HDR + CK_SHA)) {
 		whyf(why, sizeof(why), "only %lld bytes", (long long)size);
-		return shard_refuse(rs, path, fd, size, why, err);
+		return shard_refuse(rs, r->path, r->fd, size, why, err);
 	}
-	r.body_left = (unsigned long long)size - CK_SHA;
-	if ((rc = rf_bytes(&r, h, sizeof(h), err)) != 0)
+	r->body_left = (unsigned long long)size - CK_SHA;
+	if ((rc = rf_bytes(r, h, sizeof(h), err)) != 0)
 		return rc;
 	rc = shard_header_why(rs, old, h, why, sizeof(why));
 	if (rc == 0 && shard_expected_size(rs, old, &want) != 0)
-		return dpg_errf(err, "%s: the size of rank %d's shard overflows", path, old);
+		return dpg_errf(err, "%s: the size of rank %d's shard overflows", r->path, old);
 	if (rc == 0 && (unsigned long long)size != want) {
 		rc = whyf(why, sizeof(why), "%lld bytes, expected %llu", (long long)size,
 			  want);
 	}
 	if (rc == 0)
-		rc = shard_ranges(rs, old, &r, why, sizeof(why), err);
+		rc = shard_ranges(rs, old, r, why, sizeof(why), err);
 	if (rc < 0)
 		return -1;
 	if (rc > 0)
-		return shard_refuse(rs, path, fd, size, why, err);
-	return shard_data(rs, old, &r, err);
+		return shard_refuse(rs, r->path, r->fd, size, why, err);
+	return shard_data(rs, old, r, err);
 }
 
 static int load_old_shard(const struct reshard *rs, int old, struct dpg_err *err)

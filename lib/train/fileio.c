@@ -230,6 +230,7 @@ void dpg_wf_abort(struct dpg_wfile *w)
 	w->created = 0;
 	free(w->buf);
 	w->buf = NULL;
+	dpg_sha256_drop(&w->sha);
 }
 
 static int wf_flush(struct dpg_wfile *w, struct dpg_err *err)
@@ -300,7 +301,9 @@ int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err)
 	int fd, rc;
 
 	if (with_sha) {
-		dpg_sha256_final(&w->sha, digest);
+		if (dpg_sha256_final(&w->sha, digest) != 0)
+			return dpg_errs(err, DPG_ERR_SYSTEM, "%s: libcrypto failed computing "
+					"the SHA-256", w->tmp);
 		if ((rc = wf_append(w, digest, sizeof(digest), 1, err)) != 0)
 			return rc;
 	}
@@ -320,6 +323,7 @@ int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err)
 	w->created = 0;
 	free(w->buf);
 	w->buf = NULL;
+	dpg_sha256_drop(&w->sha);
 	return dpg_fio_fsync_dir(w->dir, err);
 }
 

@@ -8,7 +8,7 @@
 #include <sys/types.h>
 
 #include "err.h"
-#include "sha256.h"
+#include "digest.h"
 
 #define DPG_FIO_PATH_MAX 4096
 /* The writer's buffer; deliberately not a multiple of 4 so that buffer edges

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "sha256.h"
+#include "digest.h"
 
 #define NSTATE 2
 

@@ -6,8 +6,9 @@
 # A crash prints the harness's own message and a symbolized stack (tail of
 # its log); its reproducer stays in the work dir (never in the source tree),
 # which is then kept and named.
-# Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), hwloc, and
-# llvm-symbolizer for the stacks (Debian 12: llvm-14, /usr/bin/llvm-symbolizer-14).
+# Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), hwloc,
+# libcrypto (libssl-dev) and llvm-symbolizer for the stacks (Debian 12:
+# llvm-14, /usr/bin/llvm-symbolizer-14).
 # Environment: CC (default clang), FUZZ_WORKDIR (keep the build/corpora there
 # instead of a temp dir that is removed when all is clean), FUZZ_ONLY="hostlist
 # store" (subset), ASAN_SYMBOLIZER_PATH (default: the llvm-symbolizer found).
@@ -48,20 +49,21 @@ else
 fi
 
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
+crypto=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
 L=$top/lib
 cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime -I$L/train"
 C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c $L/common/netif.c"
 R=$L/runtime
-STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/sha256.c"
+STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/digest.c"
 LAUNCH="$L/launch/conf.c $L/launch/opts.c $L/launch/contract.c $L/launch/topo.c $L/launch/plan.c $L/launch/gpuvis.c $L/launch/bindenv.c $L/launch/cpuset.c $L/launch/plan_fmt.c"
 
 srcs() {
 	case $1 in
 	hostlist) echo "$C" ;;
 	conf|contract|topo) echo "$C $LAUNCH $hwloc" ;;
-	store) echo "$C $STORE -lpthread" ;;
+	store) echo "$C $STORE $crypto -lpthread" ;;
 	join) echo "$C $R/join.c -lm" ;;
-	ckpt) echo "$C $L/train/ckpt.c $L/train/fileio.c $L/train/zlayout.c $R/sha256.c" ;;
+	ckpt) echo "$C $L/train/ckpt.c $L/train/fileio.c $L/train/zlayout.c $R/digest.c $crypto" ;;
 	gpulist) echo "$C $L/launch/gpuvis.c $L/launch/cpuset.c" ;;
 	esac
 }

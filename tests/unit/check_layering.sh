@@ -2,8 +2,9 @@
 # check_layering.sh - the architecture, checked on the build (make check):
 #   plugin/tools -> launch -> common <- runtime <- train
 # (a) libdpg.so needs no hwloc;
-# (b) the plugin dpg.so (when built) needs no NCCL, CUDA or libpthread,
-#     imports no thread/socket-server calls and contains no runtime code;
+# (b) the plugin dpg.so (when built) needs no NCCL, CUDA, libpthread or
+#     libcrypto/libssl, imports no thread/socket-server or OpenSSL calls and
+#     contains no runtime code (the digests are libdpg's, never slurmstepd's);
 # (c) no lib/launch file includes a runtime header and no lib/runtime or
 #     lib/train file a launch header; lib/common includes neither.
 # One line per failure.  Environment: DPG_BUILDDIR (where .libs/ is,
@@ -34,17 +35,21 @@ if [ -e "$so" ]; then
 		case $n in
 		libnccl*|libcudart*|libcuda.*|libpthread*)
 			bad "dpg.so (the plugin) links $n: no NCCL, CUDA or threads in slurmstepd" ;;
+		libcrypto*|libssl*)
+			bad "dpg.so (the plugin) links $n: no OpenSSL in slurmstepd (only libdpg needs it)" ;;
 		esac
 	done
 	for s in $(nm -D --undefined-only "$so" | awk '{print $NF}' | sed 's/@.*//'); do
 		case $s in
 		pthread_create|epoll_*|listen|accept|accept4)
 			bad "dpg.so (the plugin) imports $s: no threads or listening sockets in slurmstepd" ;;
+		EVP_*|HMAC*|SHA256*|CRYPTO_*|OPENSSL_*)
+			bad "dpg.so (the plugin) imports $s: no OpenSSL in slurmstepd" ;;
 		esac
 	done
 	for s in $(nm "$so" 2>/dev/null | awk '{print $NF}'; nm -D "$so" | awk '{print $NF}'); do
 		case $s in
-		dpg_store_*|dpg_net_*|dpg_cpu_*)
+		dpg_store_*|dpg_net_*|dpg_cpu_*|dpg_sha256*|dpg_hmac_*)
 			bad "dpg.so (the plugin) contains runtime code: $s" ;;
 		esac
 	done
@@ -79,5 +84,5 @@ out=$( {
 } )
 [ -n "$out" ] && { echo "$out"; fail=1; }
 
-[ $fail = 0 ] && echo "ok: layering (libdpg without hwloc; plugin without threads, sockets, NCCL or runtime code; includes one way)"
+[ $fail = 0 ] && echo "ok: layering (libdpg without hwloc; plugin without threads, sockets, NCCL, OpenSSL or runtime code; includes one way)"
 exit $fail

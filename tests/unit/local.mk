@@ -65,7 +65,7 @@ EXTRA_tests_unit_tools_test_dpg_plan_DEPENDENCIES = dpg-plan
 # (join reads the launch side's contract too; init forks ranks: ranks.h)
 UNIT_RUNTIME = tests/unit/runtime/test_cpu_backend tests/unit/runtime/test_init \
 	tests/unit/runtime/test_join tests/unit/runtime/test_net \
-	tests/unit/runtime/test_reduce tests/unit/runtime/test_sha256 \
+	tests/unit/runtime/test_reduce tests/unit/runtime/test_digest \
 	tests/unit/runtime/test_shm tests/unit/runtime/test_store
 tests_unit_runtime_test_cpu_backend_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_cpu_backend_LDADD = $(RT_TEST_LDADD)
@@ -79,8 +79,8 @@ tests_unit_runtime_test_net_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_net_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_reduce_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_reduce_LDADD = $(RT_TEST_LDADD)
-tests_unit_runtime_test_sha256_CPPFLAGS = $(UNIT_CPPFLAGS)
-tests_unit_runtime_test_sha256_LDADD = $(RT_TEST_LDADD)
+tests_unit_runtime_test_digest_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_runtime_test_digest_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_shm_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_shm_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_store_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -6,7 +6,7 @@
 #include <sys/random.h>
 
 #include "le.h"
-#include "sha256.h"
+#include "digest.h"
 #include "store.h"
 
 #define HELLO_LABEL "dpg cpu hello v1"	/* domain separation from the store's MACs */
@@ -38,8 +38,9 @@ int dpg_cpu_challenge_make(uint8_t ch[DPG_CPU_CHALLENGE_LEN])
 	return getrandom(ch + 8, DPG_CPU_NONCE_LEN, GRND_NONBLOCK) == DPG_CPU_NONCE_LEN ? 0 : -1;
 }
 
-/* MAC = HMAC(secret, label | comm | 0 | hello header | to's token | nonce). */
-static void hello_mac(const struct dpg_cpu_hello_key *k, const uint8_t *ch, const uint8_t *h,
+/* MAC = HMAC(secret, label | comm | 0 | hello header | to's token | nonce).
+ * False when libcrypto failed (the hello is then neither sent nor accepted). */
+static bool hello_mac(const struct dpg_cpu_hello_key *k, const uint8_t *ch, const uint8_t *h,
 		      uint64_t to_token, uint8_t mac[DPG_CPU_MAC_LEN])
 {
 	struct dpg_hmac_sha256 c;
@@ -52,7 +53,7 @@ static void hello_mac(const struct dpg_cpu_hello_key *k, const uint8_t *ch, cons
 	dpg_hmac_sha256_update(&c, h, DPG_CPU_HELLO_LEN - DPG_CPU_MAC_LEN);
 	dpg_hmac_sha256_update(&c, tok, sizeof(tok));
 	dpg_hmac_sha256_update(&c, ch + 8, DPG_CPU_NONCE_LEN);
-	dpg_hmac_sha256_final(&c, mac);
+	return dpg_hmac_sha256_final(&c, mac) == 0;
 }
 
 bool dpg_cpu_hello_make(const struct dpg_cpu_hello_key *k, const uint8_t *ch, unsigned chan,
@@ -64,8 +65,7 @@ bool dpg_cpu_hello_make(const struct dpg_cpu_hello_key *k, const uint8_t *ch, un
 	dpg_le_put32(h + 8, chan);
 	dpg_le_put32(h + 12, (uint32_t)from);
 	dpg_le_put32(h + 16, (uint32_t)to);
-	hello_mac(k, ch, h, to_token, h + 20);
-	return true;
+	return hello_mac(k, ch, h, to_token, h + 20);
 }
 
 bool dpg_cpu_hello_check(const struct dpg_cpu_hello_key *k, const uint8_t *ch, int me,
@@ -76,8 +76,8 @@ bool dpg_cpu_hello_check(const struct dpg_cpu_hello_key *k, const uint8_t *ch, i
 
 	if (memcmp(h, DPG_CPU_HELLO_MAGIC, 8) != 0 || (int32_t)dpg_le_get32(h + 16) != me)
 		return false;
-	hello_mac(k, ch, h, my_token, mac);
-	ok = dpg_ct_equal(mac, h + 20, DPG_CPU_MAC_LEN) == 1;
+	ok = hello_mac(k, ch, h, my_token, mac) &&
+	     dpg_ct_equal(mac, h + 20, DPG_CPU_MAC_LEN) == 1;
 	explicit_bzero(mac, sizeof(mac));
 	if (!ok)
 		return false;

@@ -1,5 +1,5 @@
 /* test_store.c - unit tests for the rendezvous store, lib/runtime/store_*.c,
- * and lib/runtime/sha256.c: the operations, blocking and deadlines, concurrency, authentication and hostile peers. */
+ * and lib/runtime/digest.c: the operations, blocking and deadlines, concurrency, authentication and hostile peers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,12 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "net.h"
-#include "sha256.h"
+#include "digest.h"
 #include "store.h"
 
 /* The wire protocol, restated here from store_wire.h so that the
@@ -205,7 +206,7 @@ static void mac(const uint8_t *secret, const char *label, const uint8_t *ns,
 	dpg_hmac_sha256_update(&c, label, strlen(label));
 	dpg_hmac_sha256_update(&c, ns, 32);
 	dpg_hmac_sha256_update(&c, nc, 32);
-	dpg_hmac_sha256_final(&c, out);
+	assert_int_equal(dpg_hmac_sha256_final(&c, out), 0);
 }
 
 /* Authenticate a raw socket by hand; 0 when the server accepted and proved
@@ -295,7 +296,7 @@ static void test_sha256_vectors(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-		dpg_sha256(v[i].msg, strlen(v[i].msg), md);
+		assert_int_equal(dpg_sha256(v[i].msg, strlen(v[i].msg), md), 0);
 		hex(md, 32, out);
 		assert_string_equal(out, v[i].md);
 	}
@@ -312,7 +313,7 @@ static void test_sha256_vectors(void **state)
 		dpg_sha256_update(&c, a + i, n);
 		i += n;
 	}
-	dpg_sha256_final(&c, md);
+	assert_int_equal(dpg_sha256_final(&c, md), 0);
 	free(a);
 	hex(md, 32, out);
 	assert_string_equal(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
@@ -337,26 +338,26 @@ static void test_hmac_rfc4231(void **state)
 	memset(k5, 0x0c, sizeof(k5));
 	memset(k6, 0xaa, sizeof(k6));
 
-	dpg_hmac_sha256(k1, sizeof(k1), "Hi There", 8, m);
+	assert_int_equal(dpg_hmac_sha256(k1, sizeof(k1), "Hi There", 8, m), 0);
 	hex(m, 32, out);
 	assert_string_equal(out, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
-	dpg_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, m);
+	assert_int_equal(dpg_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, m), 0);
 	hex(m, 32, out);
 	assert_string_equal(out, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-	dpg_hmac_sha256(k3, sizeof(k3), d3, sizeof(d3), m);
+	assert_int_equal(dpg_hmac_sha256(k3, sizeof(k3), d3, sizeof(d3), m), 0);
 	hex(m, 32, out);
 	assert_string_equal(out, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
-	dpg_hmac_sha256(k4, sizeof(k4), d4, sizeof(d4), m);
+	assert_int_equal(dpg_hmac_sha256(k4, sizeof(k4), d4, sizeof(d4), m), 0);
 	hex(m, 32, out);
 	assert_string_equal(out, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
-	dpg_hmac_sha256(k5, sizeof(k5), "Test With Truncation", 20, m);
+	assert_int_equal(dpg_hmac_sha256(k5, sizeof(k5), "Test With Truncation", 20, m), 0);
 	hex(m, 16, out);	/* RFC 4231 4.6 truncates to 128 bits */
 	assert_string_equal(out, "a3b6167473100ee06e0c796c2955552b");
-	dpg_hmac_sha256(k6, sizeof(k6), "Test Using Larger Than Block-Size Key - Hash Key First",
-			54, m);
+	assert_int_equal(dpg_hmac_sha256(k6, sizeof(k6), "Test Using Larger Than Block-Size Key - Hash Key First",
+			54, m), 0);
 	hex(m, 32, out);
 	assert_string_equal(out, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
-	dpg_hmac_sha256(k6, sizeof(k6), t7, strlen(t7), m);
+	assert_int_equal(dpg_hmac_sha256(k6, sizeof(k6), t7, strlen(t7), m), 0);
 	hex(m, 32, out);
 	assert_string_equal(out, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
 
@@ -1002,6 +1003,18 @@ static void test_auth_timeout(void **state)
 	dpg_store_server_stop(srv);
 }
 
+/* Without DPG_STORE_AUTH_TIMEOUT_MS a silent peer is closed after about 2 s
+ * (it was 10 s: long enough for strangers to keep ranks out). */
+static void test_auth_timeout_default(void **state)
+{
+	struct fx *f = *state;
+	int fd = raw_connect(f->port);
+	int64_t t = ms_to_eof(fd, 6000);
+
+	close(fd);
+	assert_true(t >= 1500 && t < 4000);
+}
+
 static void test_malformed_after_auth(void **state)
 {
 	struct fx *f = *state;
@@ -1222,6 +1235,209 @@ static void test_client_refuses_fake_server(void **state)
 	}
 }
 
+
+/* ------------------------------------------------------------ strangers and hoarders */
+
+/* A store in a child process that has only 256 descriptors (soft = hard, so
+ * it cannot raise them) and a 30 s pre-auth deadline: only evicting the
+ * oldest unauthenticated connection can let a rank in.  Writes the port to
+ * the pipe, serves until the pipe closes. */
+static pid_t flood_server(int *ctl, uint16_t *portp)
+{
+	struct rlimit rl = { 256, 256 };
+	int up[2], down[2];
+	uint16_t port = 0;
+	pid_t pid;
+
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct dpg_store_server *srv;
+		struct dpg_err err;
+		char b;
+
+		close(up[0]);
+		close(down[1]);
+		setenv("DPG_STORE_AUTH_TIMEOUT_MS", "30000", 1);
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+		    dpg_store_server_start("127.0.0.1", 0, SECRET, sizeof(SECRET), &srv,
+					   &err) != 0)
+			_exit(1);
+		port = dpg_store_server_port(srv);
+		if (write(up[1], &port, sizeof(port)) != sizeof(port))
+			_exit(1);
+		while (read(down[0], &b, 1) < 0 && errno == EINTR)
+			;
+		dpg_store_server_stop(srv);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	assert_int_equal(read(up[0], &port, sizeof(port)), (ssize_t)sizeof(port));
+	close(up[0]);
+	*ctl = down[1];
+	*portp = port;
+	return pid;
+}
+
+#define STRANGERS 1100
+
+/* Another user holds 1,100 idle connections to the store's port: four real
+ * clients still join (and are served) within a few seconds. */
+static void test_stranger_flood(void **state)
+{
+	struct rlimit rl;
+	static int fds[STRANGERS];
+	int ctl, st, i, n = 0;
+	int64_t t0;
+	uint16_t port;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < STRANGERS + 64)
+		skip();
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < STRANGERS + 64) {
+		rl.rlim_cur = rl.rlim_max;
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
+	pid = flood_server(&ctl, &port);
+	for (i = 0; i < STRANGERS; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(fds[i] >= 0);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (connect(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 || errno == EINPROGRESS)
+			n++;
+	}
+	assert_true(n > STRANGERS / 2);
+	usleep(200000);		/* let the server take them all on */
+	t0 = dpg_now_ms();
+	for (i = 0; i < 4; i++) {
+		struct dpg_store *c = NULL;
+		struct dpg_err err;
+		int64_t v = 0;
+		int rc = dpg_store_connect("127.0.0.1", port, SECRET, sizeof(SECRET),
+					   in_ms(4000), NULL, &c, &err);
+
+		if (rc != 0)
+			fail_msg("client %d did not join past %d strangers after %lld ms: %s", i,
+				 STRANGERS, (long long)(dpg_now_ms() - t0), err.msg);
+		assert_int_equal(dpg_store_add(c, "joined", 1, &v, in_ms(2000), &err), 0);
+		assert_int_equal(v, i + 1);
+		dpg_store_close(c);
+	}
+	assert_true(dpg_now_ms() - t0 < 4000);
+	for (i = 0; i < STRANGERS; i++)
+		close(fds[i]);
+	close(ctl);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+#define HOARD_KEYS 4096
+#define HOARD_KLEN 512
+
+/* Send WAIT id for HOARD_KEYS distinct keys of HOARD_KLEN bytes, tagged tag. */
+static void send_hoard(int fd, uint32_t id, unsigned tag)
+{
+	size_t len = 4 + (size_t)HOARD_KEYS * (4 + HOARD_KLEN), off = W_HDR + 4;
+	uint8_t *m = malloc(W_HDR + len);
+	uint32_t k;
+
+	assert_non_null(m);
+	hdr(m, W_MAGIC, W_VERSION, W_WAIT, id, (uint32_t)len);
+	p32(m + W_HDR, HOARD_KEYS);
+	for (k = 0; k < HOARD_KEYS; k++) {
+		p32(m + off, HOARD_KLEN);
+		memset(m + off + 4, 'k', HOARD_KLEN);
+		snprintf((char *)m + off + 4, 32, "hoard-%u-%u-%u", tag, id, k);
+		m[off + 4 + strlen((char *)m + off + 4)] = 'k';
+		off += 4 + HOARD_KLEN;
+	}
+	send_all(fd, m, W_HDR + len);
+	free(m);
+}
+
+/* Send an ADD (id 0xadd) behind the WAITs and read the replies up to its
+ * own (a connection's replies come in order): count the WAITs' error replies,
+ * keep the last text. */
+static int hoard_errors(int fd, char *last, size_t cap)
+{
+	uint8_t m[W_HDR + 4 + 8 + 8], h[W_HDR];
+	int n = 0;
+
+	hdr(m, W_MAGIC, W_VERSION, W_ADD, 0xadd, 4 + 8 + 8);
+	p32(m + W_HDR, 8);
+	memcpy(m + W_HDR + 4, "sentinel", 8);
+	memset(m + W_HDR + 12, 0, 8);
+	m[W_HDR + 12] = 1;
+	send_all(fd, m, sizeof(m));
+	for (;;) {
+		char body[1100];
+		uint32_t len;
+
+		assert_true(read_n(fd, h, sizeof(h), 5000));
+		len = g32(h + 12);
+		assert_true(len < sizeof(body));
+		assert_true(read_n(fd, body, len, 5000));
+		if (h[5] == (W_ADD | W_REPLY) && g32(h + 8) == 0xadd)
+			return n;
+		body[len] = '\0';
+		assert_int_equal(h[5], W_WAIT | W_REPLY);
+		assert_int_equal(h[6], 1);		/* an error reply, not a drop */
+		snprintf(last, cap, "%s", body);
+		n++;
+	}
+}
+
+/* Authenticated clients parking many waits on huge keys get a clear error
+ * past the bounds (per connection, then store-wide) and the server's
+ * parked memory stays bounded; all of it is released when they go. */
+static void test_parked_bounded(void **state)
+{
+	struct fx *f = *state;
+	struct dpg_store_server_stats st;
+	char last[1100] = "";
+	int fds[6], i, errs = 0, per_conn = 0, total = 0;
+	unsigned j;
+
+	for (i = 0; i < 6; i++) {
+		fds[i] = raw_connect(f->port);
+		assert_int_equal(raw_auth(fds[i], SECRET), 0);
+		for (j = 1; j <= 5; j++)
+			send_hoard(fds[i], j, (unsigned)i);
+		j = (unsigned)hoard_errors(fds[i], last, sizeof(last));
+		if (j > 0 && strstr(last, "on this connection") != NULL)
+			per_conn++;
+		if (j > 0 && strstr(last, "in all") != NULL)
+			total++;
+		errs += (int)j;
+		dpg_store_server_stats(f->srv, &st);
+		assert_true(st.parked_bytes <= DPG_STORE_PARKED_BYTES);
+	}
+	fprintf(stderr, "parked: %zu requests, %zu bytes; %d errors, last: %s\n", st.parked,
+		st.parked_bytes, errs, last);
+	assert_true(errs > 0);
+	assert_true(per_conn > 0);
+	assert_true(total > 0);
+	assert_true(st.parked > 0);
+	assert_serving(f->port);
+	for (i = 0; i < 6; i++)
+		close(fds[i]);
+	for (i = 0; i < 200; i++) {
+		dpg_store_server_stats(f->srv, &st);
+		if (st.parked == 0)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(st.parked, 0);
+	assert_int_equal(st.parked_bytes, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1242,10 +1458,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wrong_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unauthenticated_garbage, setup, teardown),
 		cmocka_unit_test(test_auth_timeout),
+		cmocka_unit_test_setup_teardown(test_auth_timeout_default, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_after_auth, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_killed_mid_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_holds_server_fds, setup, teardown),
 		cmocka_unit_test(test_client_refuses_fake_server),
+		cmocka_unit_test(test_stranger_flood),
+		cmocka_unit_test_setup_teardown(test_parked_bounded, setup, teardown),
 	};
 
 	int rc;

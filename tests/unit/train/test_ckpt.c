@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "sha256.h"
+#include "digest.h"
 
 #define MAXP 8
 #define PATHLEN 1024
@@ -363,7 +363,7 @@ static void flip(const char *path, size_t off)
 static void resign(unsigned char *b, size_t len)
 {
 	assert_true(len >= DPG_SHA256_LEN);
-	dpg_sha256(b, len - DPG_SHA256_LEN, b + len - DPG_SHA256_LEN);
+	assert_int_equal(dpg_sha256(b, len - DPG_SHA256_LEN, b + len - DPG_SHA256_LEN), 0);
 }
 
 static void put32(unsigned char *p, uint32_t v)

@@ -1,6 +1,7 @@
-/* test_sha256.c - unit tests for lib/runtime/sha256.c: the FIPS 180-2
- * SHA-256 vectors, incremental updates split at every offset, the RFC 4231
- * HMAC-SHA256 vectors (one-shot and incremental) and dpg_ct_equal. */
+/* test_digest.c - unit tests for lib/runtime/digest.c (libcrypto behind it): the
+ * FIPS 180-2 SHA-256 vectors, incremental updates split at every offset, the
+ * RFC 4231 HMAC-SHA256 vectors (one-shot and incremental), failure reporting
+ * and dpg_ct_equal. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sha256.h"
+#include "digest.h"
+#include "err.h"
 
 /* Decode a hex string (even length, lower case) into out; returns bytes. */
 static size_t unhex(const char *h, uint8_t *out, size_t cap)
@@ -47,11 +49,11 @@ static void test_fips_vectors(void **state)
 	uint8_t d[DPG_SHA256_LEN];
 
 	(void)state;
-	dpg_sha256("abc", 3, d);
+	assert_int_equal(dpg_sha256("abc", 3, d), 0);
 	assert_digest(d, ABC_DIGEST);
-	dpg_sha256(MSG448, strlen(MSG448), d);
+	assert_int_equal(dpg_sha256(MSG448, strlen(MSG448), d), 0);
 	assert_digest(d, MSG448_DIGEST);
-	dpg_sha256("", 0, d);
+	assert_int_equal(dpg_sha256("", 0, d), 0);
 	assert_digest(d, EMPTY_DIGEST);
 }
 
@@ -65,12 +67,12 @@ static void test_million_a(void **state)
 	(void)state;
 	assert_non_null(m);
 	memset(m, 'a', 1000000);
-	dpg_sha256(m, 1000000, d);
+	assert_int_equal(dpg_sha256(m, 1000000, d), 0);
 	assert_digest(d, MILLION_A_DIGEST);
 	dpg_sha256_init(&c);
 	for (int i = 0; i < 1000; i++)
 		dpg_sha256_update(&c, m + i * 1000, 1000);
-	dpg_sha256_final(&c, d);
+	assert_int_equal(dpg_sha256_final(&c, d), 0);
 	assert_digest(d, MILLION_A_DIGEST);
 	free(m);
 }
@@ -85,13 +87,13 @@ static void test_incremental_splits(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(m); i++)
 		m[i] = (uint8_t)(i * 131 + 7);
-	dpg_sha256(m, sizeof(m), whole);
+	assert_int_equal(dpg_sha256(m, sizeof(m), whole), 0);
 	for (size_t k = 0; k <= sizeof(m); k++) {
 		dpg_sha256_init(&c);
 		dpg_sha256_update(&c, m, k);
 		dpg_sha256_update(&c, m + k, 0);
 		dpg_sha256_update(&c, m + k, sizeof(m) - k);
-		dpg_sha256_final(&c, d);
+		assert_int_equal(dpg_sha256_final(&c, d), 0);
 		if (memcmp(d, whole, sizeof(d)) != 0)
 			fail_msg("split at %zu differs", k);
 		for (size_t j = k; j <= sizeof(m); j += 13) {
@@ -99,7 +101,7 @@ static void test_incremental_splits(void **state)
 			dpg_sha256_update(&c, m, k);
 			dpg_sha256_update(&c, m + k, j - k);
 			dpg_sha256_update(&c, m + j, sizeof(m) - j);
-			dpg_sha256_final(&c, d);
+			assert_int_equal(dpg_sha256_final(&c, d), 0);
 			if (memcmp(d, whole, sizeof(d)) != 0)
 				fail_msg("split at %zu and %zu differs", k, j);
 		}
@@ -107,7 +109,7 @@ static void test_incremental_splits(void **state)
 	dpg_sha256_init(&c);
 	for (size_t i = 0; i < sizeof(m); i++)
 		dpg_sha256_update(&c, m + i, 1);
-	dpg_sha256_final(&c, d);
+	assert_int_equal(dpg_sha256_final(&c, d), 0);
 	assert_memory_equal(d, whole, sizeof(d));
 }
 
@@ -124,11 +126,11 @@ static void test_padding_boundaries(void **state)
 	memset(m, 'q', sizeof(m));
 	memset(prev, 0, sizeof(prev));
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
-		dpg_sha256(m, lens[i], d);
+		assert_int_equal(dpg_sha256(m, lens[i], d), 0);
 		dpg_sha256_init(&c);
 		for (size_t k = 0; k < lens[i]; k++)
 			dpg_sha256_update(&c, m + k, 1);
-		dpg_sha256_final(&c, e);
+		assert_int_equal(dpg_sha256_final(&c, e), 0);
 		assert_memory_equal(d, e, sizeof(d));
 		assert_memory_not_equal(d, prev, sizeof(d));
 		memcpy(prev, d, sizeof(d));
@@ -189,37 +191,61 @@ static void test_hmac_rfc4231(void **state)
 		} else {
 			dlen = expand(t->data_hex, t->data_rep, data, sizeof(data));
 		}
-		dpg_hmac_sha256(key, klen, data, dlen, mac);
+		assert_int_equal(dpg_hmac_sha256(key, klen, data, dlen, mac), 0);
 		assert_digest(mac, t->mac);
 		/* incremental, split at every offset */
 		for (size_t k = 0; k <= dlen; k++) {
 			dpg_hmac_sha256_init(&c, key, klen);
 			dpg_hmac_sha256_update(&c, data, k);
 			dpg_hmac_sha256_update(&c, data + k, dlen - k);
-			dpg_hmac_sha256_final(&c, mac);
+			assert_int_equal(dpg_hmac_sha256_final(&c, mac), 0);
 			assert_digest(mac, t->mac);
 		}
 	}
 }
 
-/* final wipes the context: no state (key material) left behind. */
-static void test_final_wipes(void **state)
+/* RFC 4231 4.6: a MAC truncated to 128 bits (the first half of the full one). */
+static void test_hmac_truncated(void **state)
 {
-	struct dpg_sha256 c, zero;
-	struct dpg_hmac_sha256 h, hzero;
+	uint8_t key[20], mac[DPG_SHA256_LEN], want[16];
+
+	(void)state;
+	memset(key, 0x0c, sizeof(key));
+	assert_int_equal(dpg_hmac_sha256(key, sizeof(key), "Test With Truncation", 20, mac), 0);
+	assert_int_equal(unhex("a3b6167473100ee06e0c796c2955552b", want, sizeof(want)), 16);
+	assert_memory_equal(mac, want, sizeof(want));
+}
+
+/* final frees the context (nothing left to wipe or leak: run under valgrind);
+ * drop after final and a second final are harmless, and a context used after
+ * it was finished or dropped reports the failure instead of a digest. */
+static void test_final_frees(void **state)
+{
+	struct dpg_sha256 c;
+	struct dpg_hmac_sha256 h;
 	uint8_t d[DPG_SHA256_LEN];
 
 	(void)state;
-	memset(&zero, 0, sizeof(zero));
-	memset(&hzero, 0, sizeof(hzero));
 	dpg_sha256_init(&c);
 	dpg_sha256_update(&c, "secret", 6);
-	dpg_sha256_final(&c, d);
-	assert_memory_equal(&c, &zero, sizeof(c));
+	assert_int_equal(dpg_sha256_final(&c, d), 0);
+	assert_null(c.ctx);
+	dpg_sha256_drop(&c);
+	dpg_sha256_update(&c, "more", 4);
+	assert_int_equal(dpg_sha256_final(&c, d), -DPG_ERR_SYSTEM);
 	dpg_hmac_sha256_init(&h, "key", 3);
 	dpg_hmac_sha256_update(&h, "msg", 3);
-	dpg_hmac_sha256_final(&h, d);
-	assert_memory_equal(&h, &hzero, sizeof(h));
+	assert_int_equal(dpg_hmac_sha256_final(&h, d), 0);
+	assert_null(h.ctx);
+	assert_int_equal(dpg_hmac_sha256_final(&h, d), -DPG_ERR_SYSTEM);
+	/* given up half-way: drop frees it */
+	dpg_hmac_sha256_init(&h, "key", 3);
+	dpg_hmac_sha256_update(&h, "msg", 3);
+	dpg_hmac_sha256_drop(&h);
+	dpg_hmac_sha256_drop(&h);
+	/* an empty key is a key (RFC 2104 pads it with zeros) */
+	assert_int_equal(dpg_hmac_sha256("", 0, "", 0, d), 0);
+	assert_digest(d, "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
 }
 
 static void test_ct_equal(void **state)
@@ -248,7 +274,8 @@ int main(void)
 		cmocka_unit_test(test_incremental_splits),
 		cmocka_unit_test(test_padding_boundaries),
 		cmocka_unit_test(test_hmac_rfc4231),
-		cmocka_unit_test(test_final_wipes),
+		cmocka_unit_test(test_hmac_truncated),
+		cmocka_unit_test(test_final_frees),
 		cmocka_unit_test(test_ct_equal),
 	};
 
