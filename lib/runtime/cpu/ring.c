@@ -242,86 +242,173 @@ static void ar_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *l
 	*len = (j->base + (ub < j->rem ? 1 : 0)) * j->es;
 }
 
-/* Where out step t reads from, and its length in bytes. */
+/* What an in step does with the bytes it receives. */
+enum {
+	IN_COPY,	/* store them (all-gather, broadcast, the stamp) */
+	IN_RED,		/* combine with our input, in the element type */
+	IN_ACC0,	/* elements + our input -> accumulators (first hop) */
+	IN_ACCW,	/* accumulators + our input -> accumulators */
+	IN_FIN,		/* accumulators + our input -> elements, rounded once */
+};
+
+/* One step: where its bytes come from / go, how many, their element size
+ * on the wire, and (in steps) what to do with them. */
+struct step {
+	char *dst;
+	const char *src;	/* out: the bytes; in: our input (own) */
+	size_t len, wes;
+	int mode;
+	bool final;
+};
+
+static bool wide(const struct dpg_ring_job *j)
+{
+	return j->aes > 0;
+}
+
+/* Accumulator slot of reduce step t (one per non-final step). */
+static char *acc_slot(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t)
+{
+	return p->acc + (size_t)t * j->ablk * j->aes;
+}
+
+/* Out step t of a reduce-scatter (allreduce's first n-1 steps, or RS) for
+ * the block at byte offset off of len bytes of elements: step 0 sends our
+ * input, later steps the partial of in step t-1. */
+static void out_rs(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t, size_t off,
+		   struct step *s)
+{
+	size_t el = s->len / j->es;
+
+	s->wes = j->es;
+	if (t == 0) {
+		s->src = j->send + off;
+	} else if (wide(j)) {
+		s->src = acc_slot(p, j, t - 1);
+		s->len = el * j->aes;
+		s->wes = j->aes;
+	} else if (j->kind == DPG_JOB_ALLREDUCE) {
+		s->src = j->recv + off;
+	} else {
+		s->src = p->scratch + (size_t)((t - 1) % 2) * s->len;
+	}
+}
+
+/* Where out step t reads from, its length and wire element size. */
 static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
-		     const char **src, size_t *len)
+		     struct step *s)
 {
 	int n = p->n, pos = p->pos;
 	size_t off;
 
+	memset(s, 0, sizeof(*s));
+	s->wes = j->es;
+	if (t < 0) {
+		s->src = (const char *)&j->stamp;
+		s->len = sizeof(j->stamp);
+		s->wes = 8;
+		return;
+	}
 	switch (j->kind) {
 	case DPG_JOB_ALLREDUCE:
 		if (t < n - 1) {
-			ar_block(j, dpg_ring_mod(pos - t - 1, n), &off, len);
-			*src = (t == 0 ? j->send : j->recv) + off;
+			ar_block(j, dpg_ring_mod(pos - t - 1, n), &off, &s->len);
+			out_rs(p, j, t, off, s);
 		} else {
-			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)), n), &off, len);
-			*src = j->recv + off;
+			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)), n), &off, &s->len);
+			s->src = j->recv + off;
 		}
 		return;
 	case DPG_JOB_RS: {
 		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
 
-		*len = j->count * j->es;
-		*src = t == 0 ? j->send + (size_t)b * *len
-			: p->scratch + (size_t)((t - 1) % 2) * *len;
+		s->len = j->count * j->es;
+		out_rs(p, j, t, (size_t)b * s->len, s);
 		return;
 	}
 	case DPG_JOB_AG: {
 		int b = p->ring[dpg_ring_mod(pos - t, n)];
 
-		*len = j->count * j->es;
-		*src = j->recv + (size_t)b * *len;
+		s->len = j->count * j->es;
+		s->src = j->recv + (size_t)b * s->len;
 		return;
 	}
 	default:
-		*len = j->count * j->es;
-		*src = j->recv;
+		s->len = j->count * j->es;
+		s->src = j->recv;
 		return;
 	}
 }
 
-/* Where in step t goes: dst, and for reduce steps own (our input to combine
- * with) and whether it is the last combine (avg divides there). */
-static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t, char **dst,
-		    const char **own, size_t *len, bool *final)
+/* In step t of a reduce-scatter into dst (len bytes of elements): plain
+ * combines, or accumulators when wide. */
+static void in_rs(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t, char *dst,
+		  struct step *s)
+{
+	size_t el = s->len / j->es;
+
+	s->final = t == p->n - 2;
+	s->mode = IN_RED;
+	s->dst = dst;
+	if (!wide(j))
+		return;
+	if (t > 0) {		/* accumulators on the wire */
+		s->len = el * j->aes;
+		s->wes = j->aes;
+	}
+	if (s->final) {
+		s->mode = IN_FIN;	/* n >= 3 when wide: t > 0 here */
+		return;
+	}
+	s->mode = t == 0 ? IN_ACC0 : IN_ACCW;
+	s->dst = acc_slot(p, j, t);
+}
+
+/* Where in step t goes: dst, our input to combine with (src), the wire
+ * element size and the mode. */
+static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
+		    struct step *s)
 {
 	int n = p->n, pos = p->pos;
 	size_t off;
 
-	*own = NULL;
-	*final = false;
+	memset(s, 0, sizeof(*s));
+	s->wes = j->es;
+	if (t < 0) {
+		s->dst = (char *)&p->rstamp;
+		s->len = sizeof(p->rstamp);
+		s->wes = 8;
+		return;
+	}
 	switch (j->kind) {
 	case DPG_JOB_ALLREDUCE:
 		if (t < n - 1) {
-			ar_block(j, dpg_ring_mod(pos - t - 2, n), &off, len);
-			*dst = j->recv + off;
-			*own = j->send + off;
-			*final = t == n - 2;
+			ar_block(j, dpg_ring_mod(pos - t - 2, n), &off, &s->len);
+			s->src = j->send + off;
+			in_rs(p, j, t, j->recv + off, s);
 		} else {
-			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)) - 1, n), &off, len);
-			*dst = j->recv + off;
+			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)) - 1, n), &off, &s->len);
+			s->dst = j->recv + off;
 		}
 		return;
 	case DPG_JOB_RS: {
 		int b = p->ring[dpg_ring_mod(pos - t - 2, n)];
 
-		*len = j->count * j->es;
-		*own = j->send + (size_t)b * *len;
-		*final = t == n - 2;
-		*dst = *final ? j->rs_final : p->scratch + (size_t)(t % 2) * *len;
+		s->len = j->count * j->es;
+		s->src = j->send + (size_t)b * s->len;
+		in_rs(p, j, t, t == n - 2 ? j->rs_final : p->scratch + (size_t)(t % 2) * s->len, s);
 		return;
 	}
 	case DPG_JOB_AG: {
 		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
 
-		*len = j->count * j->es;
-		*dst = j->recv + (size_t)b * *len;
+		s->len = j->count * j->es;
+		s->dst = j->recv + (size_t)b * s->len;
 		return;
 	}
 	default:
-		*len = j->count * j->es;
-		*dst = j->recv;
+		s->len = j->count * j->es;
+		s->dst = j->recv;
 		return;
 	}
 }
@@ -329,49 +416,69 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 /* ------------------------------------------------------------ the engine */
 
 struct eng {
-	int ot, it;		/* current out / in step */
+	int ot, it;		/* current out / in step (-1: the stamp) */
 	size_t ooff, ioff;	/* bytes done in them */
 	size_t staged;		/* TCP: received, not yet combined */
-	/* cached current steps */
-	const char *osrc;
-	size_t olen;
-	char *idst;
-	const char *iown;
-	size_t ilen;
-	bool ifinal;
+	struct step o, i;	/* the current steps */
 };
 
-static void eng_load_out(const struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
+static void eng_load_out(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
 {
-	if (e->ot < j->T_out)
-		out_step(p, j, e->ot, &e->osrc, &e->olen);
+	if (e->ot >= j->T_out)
+		return;
+	out_step(p, j, e->ot, &e->o);
+	if (p->next.kind == DPG_LINK_SHM)
+		dpg_shm_pipe_align(p->shm, true, e->o.wes);
 }
 
-static void eng_load_in(const struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
+static void eng_load_in(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
 {
-	if (e->it < j->T_in)
-		in_step(p, j, e->it, &e->idst, &e->iown, &e->ilen, &e->ifinal);
+	if (e->it >= j->T_in)
+		return;
+	in_step(p, j, e->it, &e->i);
+	if (p->prev.kind == DPG_LINK_SHM)
+		dpg_shm_pipe_align(p->shm, false, e->i.wes);
 }
 
-/* Bytes of the current out step that may be sent. */
+/* Bytes of the current out step that may be sent: the stamp at once, step
+ * t as far as in step t - dep has been processed (in elements). */
 static size_t out_limit(const struct dpg_ring_job *j, const struct eng *e)
 {
 	int need;
 
-	if (e->ot == 0 && j->out0_free)
-		return e->olen;
+	if (e->ot < 0 || (e->ot == 0 && j->out0_free))
+		return e->o.len;
 	need = e->ot - j->dep;
-	if (e->it > need)
-		return e->olen;
+	if (need < 0 || e->it > need)
+		return e->o.len;
 	if (e->it == need)
-		return e->ioff;
+		return e->ioff / e->i.wes * e->o.wes;
 	return 0;
 }
 
-static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j, char *dst,
-		    const char *own, const void *in, size_t bytes, bool final)
+/* Process `bytes` (whole wire elements) of the current in step from src. */
+static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j,
+		    const struct eng *e, const void *src, size_t bytes)
 {
-	dpg_reduce2(dst, own, in, bytes / j->es, j->dt, j->op, final ? p->n : 0);
+	const struct step *s = &e->i;
+	size_t k = e->ioff / s->wes, m = bytes / s->wes, es = j->es;
+	const char *own = s->src + k * es;
+
+	switch (s->mode) {
+	case IN_RED:
+		dpg_reduce2(s->dst + k * es, own, src, m, j->dt, j->op, s->final ? p->n : 0);
+		break;
+	case IN_ACC0:
+	case IN_ACCW:
+		dpg_reduce_acc(s->dst + k * j->aes, own, src, s->mode == IN_ACCW, m, j->dt);
+		break;
+	case IN_FIN:
+		dpg_reduce_acc_final(s->dst + k * es, own, src, m, j->dt, j->op, p->n);
+		break;
+	default:
+		memcpy(s->dst + e->ioff, src, bytes);
+		break;
+	}
 }
 
 /* One attempt to move out-stream bytes: >0 progress, 0 none, <0 error. */
@@ -386,12 +493,12 @@ static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	if (len > p->chunk)
 		len = p->chunk;
 	if (p->next.kind == DPG_LINK_SHM) {
-		size_t w = dpg_shm_pipe_write(p->shm, e->osrc + e->ooff, len, j->es);
+		size_t w = dpg_shm_pipe_write(p->shm, e->o.src + e->ooff, len, e->o.wes);
 
 		e->ooff += w;
 		return w > 0;
 	} else {
-		ssize_t w = send(p->next.fd, e->osrc + e->ooff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t w = send(p->next.fd, e->o.src + e->ooff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (w > 0) {
 			e->ooff += (size_t)w;
@@ -411,7 +518,8 @@ static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    int64_t deadline, struct dpg_err *err)
 {
-	size_t left = e->ilen - e->ioff;
+	size_t left = e->i.len - e->ioff;
+	bool red = e->i.mode != IN_COPY;
 
 	if (p->prev.kind == DPG_LINK_SHM) {
 		size_t avail;
@@ -419,14 +527,11 @@ static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 
 		if (avail > left)
 			avail = left;
-		if (e->iown != NULL)
-			avail -= avail % j->es;
+		if (red)
+			avail -= avail % e->i.wes;
 		if (avail == 0)
 			return 0;
-		if (e->iown != NULL)
-			combine(p, j, e->idst + e->ioff, e->iown + e->ioff, src, avail, e->ifinal);
-		else
-			memcpy(e->idst + e->ioff, src, avail);
+		combine(p, j, e, src, avail);
 		dpg_shm_pipe_consume(p->shm, avail);
 		e->ioff += avail;
 		return 1;
@@ -436,24 +541,23 @@ static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 
 		if (left == e->staged)
 			return 0;	/* cannot happen: whole elements are combined at once */
-		if (e->iown != NULL) {
+		if (red) {
 			want = left - e->staged;
 			if (want > DPG_RING_STAGE_BYTES - e->staged)
 				want = DPG_RING_STAGE_BYTES - e->staged;
 			r = recv(p->prev.fd, p->stage + e->staged, want, MSG_DONTWAIT);
 		} else {
 			want = left < p->chunk ? left : p->chunk;
-			r = recv(p->prev.fd, e->idst + e->ioff, want, MSG_DONTWAIT);
+			r = recv(p->prev.fd, e->i.dst + e->ioff, want, MSG_DONTWAIT);
 		}
 		if (r > 0) {
-			if (e->iown != NULL) {
+			if (red) {
 				size_t whole;
 
 				e->staged += (size_t)r;
-				whole = e->staged - e->staged % j->es;
+				whole = e->staged - e->staged % e->i.wes;
 				if (whole > 0) {
-					combine(p, j, e->idst + e->ioff, e->iown + e->ioff,
-						p->stage, whole, e->ifinal);
+					combine(p, j, e, p->stage, whole);
 					e->ioff += whole;
 					e->staged -= whole;
 					if (e->staged > 0)
@@ -612,6 +716,23 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	return 0;
 }
 
+/* The stamp from prev is in: the same call as ours, or a mismatch that
+ * every rank hears of (a MISMATCH notice naming prev and us). */
+static int stamp_check(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
+{
+	struct dpg_fail f = { .why = DPG_FAIL_MISMATCH, .culprit = p->prev.peer,
+			      .reporter = p->rank };
+	int rc;
+
+	if (dpg_stamp_equal(&j->stamp, &p->rstamp))
+		return 0;
+	rc = dpg_stamp_mismatch(&j->stamp, p->rank, &p->rstamp, p->prev.peer,
+				(const char *const *)p->hosts, err);
+	if (rc != -DPG_ERR_INVALID)
+		f.why = DPG_FAIL_PROTO;
+	return fail_from(p, rc, &f, err);
+}
+
 int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
 {
 	struct eng e;
@@ -621,6 +742,7 @@ int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err
 	int rc;
 
 	memset(&e, 0, sizeof(e));
+	e.ot = e.it = -1;	/* the stamps first */
 	p->prev_waiting = false;
 	if (p->shm != NULL)
 		dpg_shm_pipe_begin(p->shm);
@@ -630,12 +752,14 @@ int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err
 		bool progress = false;
 
 		/* retire finished steps (zero-length ones included) */
-		while (e.ot < j->T_out && e.ooff == e.olen) {
+		while (e.ot < j->T_out && e.ooff == e.o.len) {
 			e.ot++;
 			e.ooff = 0;
 			eng_load_out(p, j, &e);
 		}
-		while (e.it < j->T_in && e.ioff == e.ilen) {
+		while (e.it < j->T_in && e.ioff == e.i.len) {
+			if (e.it < 0 && (rc = stamp_check(p, j, err)) != 0)
+				return rc;
 			e.it++;
 			e.ioff = 0;
 			eng_load_in(p, j, &e);
