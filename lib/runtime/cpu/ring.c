@@ -585,13 +585,14 @@ static int timeout_fail(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
 	return fail_self(p, DPG_FAIL_TIMEOUT, waiting_for, -DPG_ERR_TIMEOUT, err);
 }
 
-/* Our deadline passed while we wait for input from prev over TCP.  On a
- * ring every rank behind a stalled one waits for its own predecessor, so
- * "prev" is the culprit only if prev is not waiting itself: tell next that
- * we are waiting (a WAITING notice), then wait CPU_GRACE_MS for a verdict or
- * for prev's own WAITING notice; if prev waits too, wait longer for the
- * verdict that then comes down the ring from the rank right behind the
- * culprit.  Without one, blame prev as before. */
+/* Our deadline passed while we wait for input from prev.  On a ring every
+ * rank behind a stalled one waits for its own predecessor, so "prev" is the
+ * culprit only if prev is not waiting itself: tell next that we are waiting
+ * (a WAITING notice), then wait CPU_GRACE_MS for a verdict or for prev's own
+ * WAITING notice; if prev waits too (or is on this node, where it cannot say
+ * so), wait n * CPU_GRACE_MS for the verdict that then comes down the ring
+ * (notices, the node's failure word) from the rank right behind the culprit.
+ * Without one, blame prev. */
 static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
 {
 	struct dpg_fail w = { .why = DPG_FAIL_WAITING, .culprit = p->prev.peer,
@@ -599,10 +600,18 @@ static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *e
 	int64_t t0 = dpg_now_ms();
 	struct dpg_fail f;
 
-	if (p->n < 3 || p->prev.kind != DPG_LINK_TCP || waiting_for != p->prev.peer)
+	if (p->n < 3 || p->prev.kind == DPG_LINK_NONE || waiting_for != p->prev.peer)
 		return timeout_fail(p, waiting_for, err);
 	if (p->next.kind == DPG_LINK_TCP)
 		send_notice(p->next.cfd, &w);
+	/* a prev on this node says whether it is inside the collective (then
+	 * it waits for its own prev: wait for the verdict as if it had sent a
+	 * WAITING notice); one that is not is the late rank */
+	if (p->prev.kind == DPG_LINK_SHM) {
+		if (!dpg_shm_pipe_from_busy(p->shm))
+			return timeout_fail(p, waiting_for, err);
+		p->prev_waiting = true;
+	}
 	for (;;) {
 		if (notice_poll(p, &f) > 0)
 			return fail_set(p, &f, err);
@@ -663,17 +672,23 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	if (rc != 0)
 		return rc;
 	if (!tcp_in && !tcp_out) {
-		/* only shared memory to wait for (or nothing: a zero-length tail) */
-		struct dpg_shm_wait w = { .deadline_ms = deadline, .abort = p->uabort,
+		/* only shared memory to wait for (or nothing: a zero-length tail);
+		 * the deadline is ours (eng_health: the verdict protocol), the
+		 * pipe wait only sleeps until then */
+		struct dpg_shm_wait w = { .deadline_ms = deadline + 3600000, .abort = p->uabort,
 					  .abort2 = (const volatile int *)&p->aborted,
 					  .timeout_s = p->timeout_s };
 		bool tcp_any = p->prev.kind == DPG_LINK_TCP || p->next.kind == DPG_LINK_TCP;
+		int64_t left_us = (deadline - dpg_now_ms()) * 1000 + 1000;
 
 		if (p->shm == NULL) {	/* not reached: nothing to wait for */
 			usleep(1000);
 			return 0;
 		}
-		rc = dpg_shm_pipe_wait(p->shm, shm_in, shm_out, &w, tcp_any ? 2000 : 0, err);
+		if (left_us > 50000)
+			left_us = 50000;
+		rc = dpg_shm_pipe_wait(p->shm, shm_in, shm_out, &w, tcp_any ? 2000 : left_us,
+				       err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
 	if (!shm_in && !shm_out && *backoff_us == 0) {
@@ -733,47 +748,113 @@ static int stamp_check(struct dpg_cpu *p, const struct dpg_ring_job *j, struct d
 	return fail_from(p, rc, &f, err);
 }
 
+/* One non-blocking attempt to read more of the stamp from prev: bytes read,
+ * 0 for none yet, -1 when the link is gone. */
+static ssize_t stamp_more(struct dpg_cpu *p, struct eng *e)
+{
+	size_t left = e->i.len - e->ioff;
+
+	if (p->prev.kind == DPG_LINK_TCP) {
+		ssize_t r = recv(p->prev.fd, e->i.dst + e->ioff, left, MSG_DONTWAIT);
+
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return 0;
+		return r > 0 ? r : -1;
+	} else {
+		size_t avail;
+		const void *src = dpg_shm_pipe_peek(p->shm, &avail);
+
+		if (avail > left)
+			avail = left;
+		memcpy(e->i.dst + e->ioff, src, avail);
+		dpg_shm_pipe_consume(p->shm, avail);
+		return (ssize_t)avail;
+	}
+}
+
+/* We failed on a neighbour's mismatch notice before prev's stamp was in
+ * (the notice overtook it): read the stamp for a moment, and if it differs
+ * from ours, make the failure name both sides here too. */
+static void stamp_salvage(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+			  struct dpg_err *err)
+{
+	int64_t end = dpg_now_ms() + CPU_GRACE_MS;
+	struct dpg_err e2;
+
+	while (e->ioff < e->i.len && dpg_now_ms() < end) {
+		ssize_t r = stamp_more(p, e);
+
+		if (r < 0)
+			return;
+		if (r == 0)
+			usleep(1000);
+		e->ioff += (size_t)r;
+	}
+	if (e->ioff < e->i.len || dpg_stamp_equal(&j->stamp, &p->rstamp) ||
+	    dpg_stamp_mismatch(&j->stamp, p->rank, &p->rstamp, p->prev.peer,
+			       (const char *const *)p->hosts, &e2) != -DPG_ERR_INVALID)
+		return;
+	memcpy(p->fail_msg, e2.msg, sizeof(p->fail_msg));
+	memcpy(err->msg, e2.msg, sizeof(err->msg));
+}
+
+static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+		    struct dpg_err *err);
+
 int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
 {
 	struct eng e;
+	int rc;
+
+	dpg_shm_set_busy(p->shm, true);
+	rc = ring_run(p, j, &e, err);
+	if (rc == -DPG_ERR_INVALID && e.it < 0 && e.ioff < e.i.len)
+		stamp_salvage(p, j, &e, err);
+	dpg_shm_set_busy(p->shm, false);
+	return rc;
+}
+
+static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *ep,
+		    struct dpg_err *err)
+{
 	int64_t deadline = dpg_now_ms() + (int64_t)(p->timeout_s * 1000.0);
 	int64_t backoff = 0, spin_t0 = 0;
 	unsigned iter = 0;
 	int rc;
 
-	memset(&e, 0, sizeof(e));
-	e.ot = e.it = -1;	/* the stamps first */
+	memset(ep, 0, sizeof(*ep));
+	ep->ot = ep->it = -1;	/* the stamps first */
 	p->prev_waiting = false;
 	if (p->shm != NULL)
 		dpg_shm_pipe_begin(p->shm);
-	eng_load_out(p, j, &e);
-	eng_load_in(p, j, &e);
+	eng_load_out(p, j, ep);
+	eng_load_in(p, j, ep);
 	for (;;) {
 		bool progress = false;
 
 		/* retire finished steps (zero-length ones included) */
-		while (e.ot < j->T_out && e.ooff == e.o.len) {
-			e.ot++;
-			e.ooff = 0;
-			eng_load_out(p, j, &e);
+		while (ep->ot < j->T_out && ep->ooff == ep->o.len) {
+			ep->ot++;
+			ep->ooff = 0;
+			eng_load_out(p, j, ep);
 		}
-		while (e.it < j->T_in && e.ioff == e.i.len) {
-			if (e.it < 0 && (rc = stamp_check(p, j, err)) != 0)
+		while (ep->it < j->T_in && ep->ioff == ep->i.len) {
+			if (ep->it < 0 && (rc = stamp_check(p, j, err)) != 0)
 				return rc;
-			e.it++;
-			e.ioff = 0;
-			eng_load_in(p, j, &e);
+			ep->it++;
+			ep->ioff = 0;
+			eng_load_in(p, j, ep);
 		}
-		if (e.ot >= j->T_out && e.it >= j->T_in)
+		if (ep->ot >= j->T_out && ep->it >= j->T_in)
 			return 0;
-		if (e.ot < j->T_out) {
-			rc = eng_send(p, j, &e, deadline, err);
+		if (ep->ot < j->T_out) {
+			rc = eng_send(p, j, ep, deadline, err);
 			if (rc < 0)
 				return rc;
 			progress |= rc > 0;
 		}
-		if (e.it < j->T_in) {
-			rc = eng_recv(p, j, &e, deadline, err);
+		if (ep->it < j->T_in) {
+			rc = eng_recv(p, j, ep, deadline, err);
 			if (rc < 0)
 				return rc;
 			progress |= rc > 0;
@@ -797,7 +878,7 @@ int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err
 			spin_t0 = 0;
 			backoff = 2;
 		}
-		rc = eng_wait(p, j, &e, deadline, &backoff, err);
+		rc = eng_wait(p, j, ep, deadline, &backoff, err);
 		if (rc < 0)
 			return rc;
 	}

@@ -96,6 +96,7 @@ struct shm_ctl {
 	_Atomic uint64_t out;			/* owner: stages copied out */
 	_Atomic uint64_t bar;			/* owner: barriers entered */
 	int32_t pid;
+	_Atomic uint32_t busy;			/* owner: inside a ring collective */
 	_Alignas(SHM_CL) _Atomic uint32_t bell;	/* futex word, bumped by wakers */
 	_Atomic uint32_t nwait;			/* owner: sleeping on bell */
 	_Alignas(SHM_CL) _Atomic uint64_t head;	/* pipe into owner: writer's end */
@@ -1362,6 +1363,18 @@ void dpg_shm_pipe_align(struct dpg_shm *s, bool out, size_t a)
 		s->rpos = round_up(s->rpos, a);
 		atomic_store_explicit(&s->ctl[s->me].tail, s->rpos, memory_order_seq_cst);
 	}
+}
+
+void dpg_shm_set_busy(struct dpg_shm *s, bool on)
+{
+	if (s != NULL)
+		atomic_store_explicit(&s->ctl[s->me].busy, on ? 1u : 0u, memory_order_seq_cst);
+}
+
+bool dpg_shm_pipe_from_busy(struct dpg_shm *s)
+{
+	return s != NULL && s->pipe_from >= 0 &&
+	       atomic_load_explicit(&s->ctl[s->pipe_from].busy, memory_order_seq_cst) != 0;
 }
 
 void dpg_shm_pipe_consume(struct dpg_shm *s, size_t n)

@@ -135,6 +135,10 @@ void dpg_shm_pipe_begin(struct dpg_shm *s);
 size_t dpg_shm_pipe_write(struct dpg_shm *s, const void *buf, size_t len, size_t align);
 const void *dpg_shm_pipe_peek(struct dpg_shm *s, size_t *avail);
 void dpg_shm_pipe_consume(struct dpg_shm *s, size_t n);
+/* This rank is inside a ring collective (on) or not; whether the rank that
+ * writes our in-pipe is (a waiting one is no culprit of our timeout). */
+void dpg_shm_set_busy(struct dpg_shm *s, bool on);
+bool dpg_shm_pipe_from_busy(struct dpg_shm *s);
 /* Round this rank's out-pipe (out) or in-pipe position up to a multiple of
  * a (a power of two <= 4096), for elements wider than 8 bytes: both ends do
  * it at the same point of the stream. */

@@ -751,6 +751,10 @@ static int fail_child(int rank, void *argp)
 	if (a->mode == 1) {
 		CHK(rc == -DPG_ERR_TIMEOUT, "expected a timeout, got %d: %s", rc, err.msg);
 		CHK(strstr(err.msg, "timed out") != NULL, "message: %s", err.msg);
+		/* the late rank is blamed, never a rank that did call */
+		snprintf(want, sizeof(want), "peer rank %d (", a->victim);
+		CHK(strstr(err.msg, want) != NULL, "the timeout blames another rank than the "
+		    "late rank %d: %s", a->victim, err.msg);
 	} else {
 		CHK(rc == -DPG_ERR_PEER, "expected a peer failure, got %d: %s", rc, err.msg);
 		snprintf(want, sizeof(want), "peer rank %d (127.0.0.1)", a->victim);
@@ -817,6 +821,8 @@ static void test_timeout(void **state)
 	run_fail(3, L_SHM, 2, 1);
 	run_fail(3, L_TCP, 2, 1);
 	run_fail(4, L_HALF, 1, 1);
+	run_fail(4, L_RING_SHM, 2, 1);
+	run_fail(5, L_INTERLEAVE, 3, 1);
 }
 
 /* Abort: while rank 0 waits for a peer that never calls, another thread
