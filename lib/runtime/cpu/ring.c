@@ -19,6 +19,16 @@
  * Received data for a reduce step goes through a small cache-resident
  * staging buffer (TCP) or is combined straight out of the shared pipe; data
  * for an all-gather step is received in place.
+ *   Stamps: before its data every rank sends its call's stamp (stamp.h) to
+ * next and checks prev's before it touches prev's data (step -1 of both
+ * streams, also for a broadcast's root and last rank): a difference is a
+ * MISMATCH failure, flooded like the others.
+ *   One rounding: where the partial sums need a wider type than the element
+ * (f16/bf16 sum and avg: f32; integer avg: i64 / 128 bits; reduce.h), the
+ * reduce-scatter steps 1..n-2 carry accumulators instead of elements (the
+ * first step sends the input, the last combine rounds / divides once), so
+ * every path gives one rounding of an f32 sum; those hops carry twice the
+ * bytes (f16/bf16).  Pipe positions are aligned to each step's element size.
  *
  * Failure protocol.  Each TCP hop has two connections: the data connection
  * (data forward, notices backward) and a notice connection (notices

@@ -20,6 +20,12 @@
  * MiB up (no read-for-ownership; the buffer would not stay cached anyway).
  * The stage counters are monotonic over the communicator's life, so every
  * rank derives the same stage numbers without extra synchronization.
+ * Stamps: a collective's first stage g0 also carries each rank's stamp in a
+ * cell beside its slot (written once the set is free, read after the rank's
+ * in of g0), compared by every rank before it reads any slot of g0; the
+ * broadcast therefore waits for every rank's in of g0, and the barrier is a
+ * stage without data.  A collective that completed still fails when the
+ * failure word is set at its end, so a late peer of an aborted rank fails too.
  */
 #include "shm.h"
 
