@@ -111,17 +111,20 @@ static void stamp_call(const struct dpg_cpu *p, struct dpg_stamp *st, int kind, 
 	dpg_stamp_make(st, p->c->seq, kind, count, dt, op, root);
 }
 
-/* A reduction over 3+ ranks whose partials need a wider type (reduce.h):
- * room for its n - 2 partial blocks of ablk elements, and j->aes set. */
-static int acc_reserve(struct dpg_cpu *p, struct dpg_ring_job *j, size_t ablk,
+/* Room for the n - 2 partial blocks (ablk elements) of a reduction over
+ * 3+ ranks that keeps them apart: one whose partials need a wider type
+ * (reduce.h; j->aes set) or a reduce_scatter (rs). */
+static int acc_reserve(struct dpg_cpu *p, struct dpg_ring_job *j, size_t ablk, bool rs,
 		       struct dpg_err *err)
 {
 	size_t aes = p->n >= 3 ? dpg_reduce_acc_size(j->dt, j->op) : 0, need;
 
-	j->aes = 0;
+	j->aes = aes;
 	j->ablk = ablk;
-	if (aes == 0)
+	if (p->n < 3 || (aes == 0 && !rs))
 		return 0;
+	if (aes == 0)
+		aes = j->es;
 	if (ablk > SIZE_MAX / aes / (size_t)(p->n - 2)) {
 		dpg_errf(err, "count %zu too large", ablk);
 		return -DPG_ERR_INVALID;
@@ -136,7 +139,6 @@ static int acc_reserve(struct dpg_cpu *p, struct dpg_ring_job *j, size_t ablk,
 		p->acc = nb;
 		p->acc_cap = need;
 	}
-	j->aes = aes;
 	return 0;
 }
 
@@ -178,7 +180,7 @@ static int cpu_allreduce(struct dpg_comm *c, const void *send, void *recv, size_
 	j.out0_free = true;
 	j.base = count / (size_t)p->n;
 	j.rem = count % (size_t)p->n;
-	rc = acc_reserve(p, &j, j.base + (j.rem > 0), err);
+	rc = acc_reserve(p, &j, j.base + (j.rem > 0), false, err);
 	return rc != 0 ? rc : dpg_ring_run(p, &j, err);
 }
 
@@ -219,7 +221,7 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 		size_t need;
 
 		alias = rb + blk > sb && rb < sb + total && rb != sb + (size_t)p->rank * blk;
-		need = ((p->n > 2 ? 2 : 0) + (alias ? 1 : 0)) * blk;
+		need = alias ? blk : 0;
 		if (p->scratch_cap < need) {
 			char *nb = realloc(p->scratch, need);
 
@@ -234,7 +236,7 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 	j.kind = DPG_JOB_RS;
 	j.send = send;
 	j.recv = recv;
-	j.rs_final = alias ? p->scratch + (p->n > 2 ? 2 : 0) * recvcount * es : recv;
+	j.rs_final = alias ? p->scratch : recv;
 	j.count = recvcount;
 	j.es = es;
 	j.dt = dt;
@@ -242,7 +244,7 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 	j.T_out = j.T_in = p->n - 1;
 	j.dep = 1;
 	j.out0_free = true;
-	rc = acc_reserve(p, &j, recvcount, err);
+	rc = acc_reserve(p, &j, recvcount, true, err);
 	if (rc == 0)
 		rc = dpg_ring_run(p, &j, err);
 	if (rc == 0 && alias)

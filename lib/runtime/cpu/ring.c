@@ -46,6 +46,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -279,7 +280,7 @@ static bool wide(const struct dpg_ring_job *j)
 /* Accumulator slot of reduce step t (one per non-final step). */
 static char *acc_slot(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t)
 {
-	return p->acc + (size_t)t * j->ablk * j->aes;
+	return p->acc + (size_t)t * j->ablk * (wide(j) ? j->aes : j->es);
 }
 
 /* Out step t of a reduce-scatter (allreduce's first n-1 steps, or RS) for
@@ -300,7 +301,7 @@ static void out_rs(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
 	} else if (j->kind == DPG_JOB_ALLREDUCE) {
 		s->src = j->recv + off;
 	} else {
-		s->src = p->scratch + (size_t)((t - 1) % 2) * s->len;
+		s->src = acc_slot(p, j, t - 1);	/* RS: a slot per step */
 	}
 }
 
@@ -406,7 +407,9 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 
 		s->len = j->count * j->es;
 		s->src = j->send + (size_t)b * s->len;
-		in_rs(p, j, t, t == n - 2 ? j->rs_final : p->scratch + (size_t)(t % 2) * s->len, s);
+		/* a slot per step: in step t + 1 may run while out step t
+		 * still sends the partial of in step t */
+		in_rs(p, j, t, t == n - 2 ? j->rs_final : acc_slot(p, j, t), s);
 		return;
 	}
 	case DPG_JOB_AG: {
@@ -491,11 +494,128 @@ static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 	}
 }
 
+static int stamp_check(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err);
+
+/* A send to next failed (w <= 0): 0 to retry, or the failure. */
+static int send_error(struct dpg_cpu *p, ssize_t w, int64_t deadline, struct dpg_err *err)
+{
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (w < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
+		return fail_closed(p, p->next.peer, deadline, err);
+	dpg_errf(err, "send to peer rank %d (%s): %s", p->next.peer,
+		 dpg_cpu_host(p, p->next.peer), strerror(errno));
+	return fail_self(p, DPG_FAIL_CLOSED, p->next.peer, -DPG_ERR_SYSTEM, err);
+}
+
+/* A receive from prev failed (r <= 0): 0 to retry, or the failure. */
+static int recv_error(struct dpg_cpu *p, ssize_t r, int64_t deadline, struct dpg_err *err)
+{
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (r == 0 || errno == ECONNRESET)
+		return fail_closed(p, p->prev.peer, deadline, err);
+	dpg_errf(err, "receive from peer rank %d (%s): %s", p->prev.peer,
+		 dpg_cpu_host(p, p->prev.peer), strerror(errno));
+	return fail_self(p, DPG_FAIL_CLOSED, p->prev.peer, -DPG_ERR_SYSTEM, err);
+}
+
+/* TCP: the stamp and, when it needs nothing, the start of out step 0 in one
+ * sendmsg (a separate stamp segment costs a syscall and a wakeup). */
+static int tcp_send_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+			  int64_t deadline, struct dpg_err *err)
+{
+	size_t srem = e->o.len - e->ooff;
+	struct iovec iov[2] = { { (void *)(e->o.src + e->ooff), srem }, { NULL, 0 } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 1 };
+	struct step s0;
+	ssize_t w;
+
+	if (j->T_out > 0 && j->out0_free) {
+		out_step(p, j, 0, &s0);
+		iov[1].iov_base = (void *)s0.src;
+		iov[1].iov_len = s0.len < p->chunk ? s0.len : p->chunk;
+		m.msg_iovlen = iov[1].iov_len > 0 ? 2 : 1;
+	}
+	w = sendmsg(p->next.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w <= 0)
+		return send_error(p, w, deadline, err);
+	if ((size_t)w < srem) {
+		e->ooff += (size_t)w;
+		return 1;
+	}
+	e->ot = 0;
+	e->ooff = (size_t)w - srem;
+	eng_load_out(p, j, e);
+	return 1;
+}
+
+/* Received bytes of the current in step over TCP: in place, or staged and
+ * combined in whole wire elements. */
+static void tcp_took(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e, size_t r)
+{
+	size_t whole;
+
+	if (e->i.mode == IN_COPY) {
+		e->ioff += r;
+		return;
+	}
+	e->staged += r;
+	whole = e->staged - e->staged % e->i.wes;
+	if (whole > 0) {
+		combine(p, j, e, p->stage, whole);
+		e->ioff += whole;
+		e->staged -= whole;
+		if (e->staged > 0)
+			memmove(p->stage, p->stage + whole, e->staged);
+	}
+}
+
+/* TCP: prev's stamp and the start of in step 0 in one recvmsg; step 0's
+ * bytes are used only once the stamp matches. */
+static int tcp_recv_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+			  int64_t deadline, struct dpg_err *err)
+{
+	size_t srem = e->i.len - e->ioff;
+	struct iovec iov[2] = { { e->i.dst + e->ioff, srem }, { NULL, 0 } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 1 };
+	struct step s0;
+	ssize_t r;
+	int rc;
+
+	if (j->T_in > 0) {
+		in_step(p, j, 0, &s0);
+		iov[1].iov_base = s0.mode == IN_COPY ? s0.dst : p->stage;
+		iov[1].iov_len = s0.mode == IN_COPY ? (s0.len < p->chunk ? s0.len : p->chunk)
+			: (s0.len < DPG_RING_STAGE_BYTES ? s0.len : DPG_RING_STAGE_BYTES);
+		m.msg_iovlen = iov[1].iov_len > 0 ? 2 : 1;
+	}
+	r = recvmsg(p->prev.fd, &m, MSG_DONTWAIT);
+	if (r <= 0)
+		return recv_error(p, r, deadline, err);
+	if ((size_t)r < srem) {
+		e->ioff += (size_t)r;
+		return 1;
+	}
+	e->ioff += srem;
+	rc = stamp_check(p, j, err);
+	if (rc != 0)
+		return rc;
+	e->it = 0;
+	e->ioff = 0;
+	e->staged = 0;
+	eng_load_in(p, j, e);
+	if ((size_t)r > srem)
+		tcp_took(p, j, e, (size_t)r - srem);
+	return 1;
+}
+
 /* One attempt to move out-stream bytes: >0 progress, 0 none, <0 error. */
 static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    int64_t deadline, struct dpg_err *err)
 {
 	size_t lim = out_limit(j, e), len;
+	ssize_t w;
 
 	if (lim <= e->ooff)
 		return 0;
@@ -503,33 +623,27 @@ static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	if (len > p->chunk)
 		len = p->chunk;
 	if (p->next.kind == DPG_LINK_SHM) {
-		size_t w = dpg_shm_pipe_write(p->shm, e->o.src + e->ooff, len, e->o.wes);
+		size_t n = dpg_shm_pipe_write(p->shm, e->o.src + e->ooff, len, e->o.wes);
 
-		e->ooff += w;
-		return w > 0;
-	} else {
-		ssize_t w = send(p->next.fd, e->o.src + e->ooff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-		if (w > 0) {
-			e->ooff += (size_t)w;
-			return 1;
-		}
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			return 0;
-		if (w < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
-			return fail_closed(p, p->next.peer, deadline, err);
-		dpg_errf(err, "send to peer rank %d (%s): %s", p->next.peer,
-			 dpg_cpu_host(p, p->next.peer), strerror(errno));
-		return fail_self(p, DPG_FAIL_CLOSED, p->next.peer, -DPG_ERR_SYSTEM, err);
+		e->ooff += n;
+		return n > 0;
 	}
+	if (e->ot < 0)
+		return tcp_send_stamp(p, j, e, deadline, err);
+	w = send(p->next.fd, e->o.src + e->ooff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w <= 0)
+		return send_error(p, w, deadline, err);
+	e->ooff += (size_t)w;
+	return 1;
 }
 
 /* One attempt to take in-stream bytes: >0 progress, 0 none, <0 error. */
 static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    int64_t deadline, struct dpg_err *err)
 {
-	size_t left = e->i.len - e->ioff;
+	size_t left = e->i.len - e->ioff, want;
 	bool red = e->i.mode != IN_COPY;
+	ssize_t r;
 
 	if (p->prev.kind == DPG_LINK_SHM) {
 		size_t avail;
@@ -545,47 +659,24 @@ static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		dpg_shm_pipe_consume(p->shm, avail);
 		e->ioff += avail;
 		return 1;
-	} else {
-		ssize_t r;
-		size_t want;
-
-		if (left == e->staged)
-			return 0;	/* cannot happen: whole elements are combined at once */
-		if (red) {
-			want = left - e->staged;
-			if (want > DPG_RING_STAGE_BYTES - e->staged)
-				want = DPG_RING_STAGE_BYTES - e->staged;
-			r = recv(p->prev.fd, p->stage + e->staged, want, MSG_DONTWAIT);
-		} else {
-			want = left < p->chunk ? left : p->chunk;
-			r = recv(p->prev.fd, e->i.dst + e->ioff, want, MSG_DONTWAIT);
-		}
-		if (r > 0) {
-			if (red) {
-				size_t whole;
-
-				e->staged += (size_t)r;
-				whole = e->staged - e->staged % e->i.wes;
-				if (whole > 0) {
-					combine(p, j, e, p->stage, whole);
-					e->ioff += whole;
-					e->staged -= whole;
-					if (e->staged > 0)
-						memmove(p->stage, p->stage + whole, e->staged);
-				}
-			} else {
-				e->ioff += (size_t)r;
-			}
-			return 1;
-		}
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			return 0;
-		if (r == 0 || errno == ECONNRESET)
-			return fail_closed(p, p->prev.peer, deadline, err);
-		dpg_errf(err, "receive from peer rank %d (%s): %s", p->prev.peer,
-			 dpg_cpu_host(p, p->prev.peer), strerror(errno));
-		return fail_self(p, DPG_FAIL_CLOSED, p->prev.peer, -DPG_ERR_SYSTEM, err);
 	}
+	if (e->it < 0)
+		return tcp_recv_stamp(p, j, e, deadline, err);
+	if (left == e->staged)
+		return 0;	/* cannot happen: whole elements are combined at once */
+	if (red) {
+		want = left - e->staged;
+		if (want > DPG_RING_STAGE_BYTES - e->staged)
+			want = DPG_RING_STAGE_BYTES - e->staged;
+		r = recv(p->prev.fd, p->stage + e->staged, want, MSG_DONTWAIT);
+	} else {
+		want = left < p->chunk ? left : p->chunk;
+		r = recv(p->prev.fd, e->i.dst + e->ioff, want, MSG_DONTWAIT);
+	}
+	if (r <= 0)
+		return recv_error(p, r, deadline, err);
+	tcp_took(p, j, e, (size_t)r);
+	return 1;
 }
 
 static int timeout_fail(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)

@@ -61,7 +61,8 @@ struct dpg_cpu {
 	/* buffers */
 	char *stage;			/* TCP receive staging for reduce steps
 					 * (DPG_RING_STAGE_BYTES) */
-	char *scratch;			/* reduce_scatter partials (grow-only) */
+	char *scratch;			/* reduce_scatter result when recv
+					 * overlaps send (grow-only) */
 	size_t scratch_cap;
 	char *acc;			/* partials in the accumulation type of
 					 * reduce.h, one slot per reduce step
@@ -107,7 +108,8 @@ struct dpg_ring_job {
 	size_t aes;		/* > 0: partials travel as accumulators of
 				 * aes bytes (reduce.h), rounded / divided once
 				 * at the last reduce step; reduce step t < n-2
-				 * keeps its partial at p->acc + t*ablk*aes */
+				 * keeps its partial at p->acc + t*ablk*aes
+				 * (reduce_scatter: t*ablk*es when aes == 0) */
 	size_t ablk;		/* elements of the largest block */
 	struct dpg_stamp stamp;	/* this rank's call, sent first */
 };
