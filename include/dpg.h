@@ -88,8 +88,9 @@ typedef enum {
 
 typedef enum {
 	DPG_SUM = 0,
-	DPG_AVG,	/* sum / size; integers: the exact sum (no wrap-around:
-			 * avg(2e9, 2e9) in i32 is 2e9), truncated toward zero */
+	DPG_AVG,	/* sum / size; integers: the exact sum (CPU backend: no
+			 * wrap-around, avg(2e9, 2e9) in i32 is 2e9; NCCL's
+			 * ncclAvg sums in the type), truncated toward zero */
 	DPG_MIN,
 	DPG_MAX,
 } dpg_op_t;
