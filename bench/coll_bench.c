@@ -18,12 +18,12 @@
  * Per size: warm-up calls, a calibration that picks a batch of `iters`
  * calls lasting about -t ms (at most 2000), then -r batches, each started by
  * a barrier; a batch's time per call is the maximum over the ranks; the
- * median / min / max over batches are reported.  float32 sum, out of place;
- * results are checked once per size.
+ * median / min / max over batches are reported.  float32 (-d bf16: bfloat16)
+ * sum, out of place; results are checked once per size.
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-P]
+ *          [-s SLOT_BYTES] [-d f32|bf16] [-P]
  *   OPS: comma list of allreduce,reduce_scatter,allgather,bcast
  * Output: a human table, plus one machine-readable line per size:
  *   CSV,label,op,n,bytes,iters,t_med_us,t_min_us,t_max_us,algbw,busbw,busbw_lo,busbw_hi,ok
@@ -63,6 +63,7 @@ struct opts {
 	const char *label;
 	size_t slot;
 	bool pin;
+	dpg_dtype_t dt;
 	uint16_t port;
 	uint8_t secret[32];
 };
@@ -88,37 +89,53 @@ static void die(int rank, const char *what, const struct dpg_err *err)
 	_exit(1);
 }
 
+static dpg_dtype_t g_dt = DPG_F32;	/* the element type of this run */
+
+/* Element i of a buffer of g_dt, as float (the values used are exact). */
+static float getv(const void *b, size_t i)
+{
+	return g_dt == DPG_BF16 ? dpg_bf16_to_f32(((const uint16_t *)b)[i]) : ((const float *)b)[i];
+}
+
+static void setv(void *b, size_t i, float v)
+{
+	if (g_dt == DPG_BF16)
+		((uint16_t *)b)[i] = dpg_f32_to_bf16(v);
+	else
+		((float *)b)[i] = v;
+}
+
 /* One call of op; count = elements of the op's "bytes" (see the header). */
-static int run_op(struct dpg_comm *c, int op, size_t count, float *s, float *r,
+static int run_op(struct dpg_comm *c, int op, size_t count, void *s, void *r,
 		  struct dpg_err *err)
 {
 	size_t n = (size_t)c->size;
 
 	switch (op) {
 	case OP_ALLREDUCE:
-		return c->ops->allreduce(c, s, r, count, DPG_F32, DPG_SUM, NULL, err);
+		return c->ops->allreduce(c, s, r, count, g_dt, DPG_SUM, NULL, err);
 	case OP_REDUCE_SCATTER:
-		return c->ops->reduce_scatter(c, s, r, count / n, DPG_F32, DPG_SUM, NULL, err);
+		return c->ops->reduce_scatter(c, s, r, count / n, g_dt, DPG_SUM, NULL, err);
 	case OP_ALLGATHER:
-		return c->ops->all_gather(c, s, r, count / n, DPG_F32, NULL, err);
+		return c->ops->all_gather(c, s, r, count / n, g_dt, NULL, err);
 	default:
-		return c->ops->broadcast(c, s, count, DPG_F32, 0, NULL, err);
+		return c->ops->broadcast(c, s, count, g_dt, 0, NULL, err);
 	}
 }
 
-static void fill(const struct dpg_comm *c, int op, size_t count, float *s)
+static void fill(const struct dpg_comm *c, int op, size_t count, void *s)
 {
 	size_t i, sc = op == OP_ALLGATHER ? count / (size_t)c->size : count;
 
 	for (i = 0; i < sc; i++)
-		s[i] = (float)((c->rank + 1) + (int)(i % 7));
+		setv(s, i, (float)((c->rank + 1) + (int)(i % 7)));
 	if (op == OP_BCAST && c->rank != 0)
 		for (i = 0; i < count; i++)
-			s[i] = -1.0f;
+			setv(s, i, -1.0f);
 }
 
-static long check(const struct dpg_comm *c, int op, size_t count, const float *s,
-		  const float *r)
+static long check(const struct dpg_comm *c, int op, size_t count, const void *s,
+		  const void *r)
 {
 	int n = c->size, q;
 	float rsum = (float)(n * (n + 1) / 2);
@@ -128,20 +145,20 @@ static long check(const struct dpg_comm *c, int op, size_t count, const float *s
 	switch (op) {
 	case OP_ALLREDUCE:
 		for (i = 0; i < count; i++)
-			bad += r[i] != rsum + (float)(n * (int)(i % 7));
+			bad += getv(r, i) != rsum + (float)(n * (int)(i % 7));
 		break;
 	case OP_REDUCE_SCATTER:
 		for (i = 0; i < rc; i++)
-			bad += r[i] != rsum + (float)(n * (int)(((size_t)c->rank * rc + i) % 7));
+			bad += getv(r, i) != rsum + (float)(n * (int)(((size_t)c->rank * rc + i) % 7));
 		break;
 	case OP_ALLGATHER:
 		for (q = 0; q < n; q++)
 			for (i = 0; i < rc; i++)
-				bad += r[(size_t)q * rc + i] != (float)((q + 1) + (int)(i % 7));
+				bad += getv(r, (size_t)q * rc + i) != (float)((q + 1) + (int)(i % 7));
 		break;
 	default:
 		for (i = 0; i < count; i++)
-			bad += s[i] != (float)(1 + (int)(i % 7));
+			bad += getv(s, i) != (float)(1 + (int)(i % 7));
 		break;
 	}
 	return bad;
@@ -158,7 +175,7 @@ static double max_over_ranks(struct dpg_comm *c, double v)
 }
 
 /* Time `iters` back-to-back calls; the max over ranks of seconds per call. */
-static double batch(struct dpg_comm *c, int op, size_t count, float *s, float *r, int iters)
+static double batch(struct dpg_comm *c, int op, size_t count, void *s, void *r, int iters)
 {
 	struct dpg_err err;
 	double t0;
@@ -194,9 +211,10 @@ static int rank_main(int rank, const struct opts *o)
 	struct dpg_backend_args co;
 	int world[64], r, op;
 	char node[32];
-	float *sbuf = NULL, *rbuf = NULL;
+	void *sbuf = NULL, *rbuf = NULL;
 	double *ts;
 
+	g_dt = o->dt;
 	if (o->pin && o->n <= (int)sysconf(_SC_NPROCESSORS_ONLN)) {
 		cpu_set_t set;
 
@@ -236,9 +254,9 @@ static int rank_main(int rank, const struct opts *o)
 	if (ts == NULL)
 		die(rank, "out of memory", NULL);
 	if (rank == 0) {
-		printf("# libdpg cpu backend (%s, reduce kernels: %s) | nranks=%d | reps=%d "
-		       "target_ms=%.0f | GB/s = 1e9 B/s\n", o->mode, dpg_reduce_isa(), o->n,
-		       o->reps, o->target_ms);
+		printf("# libdpg cpu backend (%s, reduce kernels: %s) | %s | nranks=%d | reps=%d "
+		       "target_ms=%.0f | GB/s = 1e9 B/s\n", o->mode, dpg_reduce_isa(),
+		       o->dt == DPG_BF16 ? "bf16" : "f32", o->n, o->reps, o->target_ms);
 		printf("# %-14s %11s %7s %11s %11s %11s %9s %9s %9s %9s\n", "op", "bytes",
 		       "iters", "t_med(us)", "t_min(us)", "t_max(us)", "algbw", "busbw",
 		       "busbw_lo", "busbw_hi");
@@ -250,14 +268,14 @@ static int rank_main(int rank, const struct opts *o)
 		if (!o->on[op])
 			continue;
 		for (bytes = o->minb; bytes <= o->maxb; bytes *= (size_t)o->factor) {
-			size_t count = bytes / sizeof(float);
+			size_t count = bytes / dpg_dtype_size(g_dt);
 			double b, t1, tmed, tmin, tmax, bf, alg;
 			int nwarm = o->warm >= 0 ? o->warm : bytes >= (16u << 20) ? 2 : 10;
 			int i, cal, iters;
 			long bad;
 
 			count -= count % (size_t)o->n;
-			b = (double)count * sizeof(float);
+			b = (double)count * (double)dpg_dtype_size(g_dt);
 			fill(&c, op, count, sbuf);
 			if (run_op(&c, op, count, sbuf, rbuf, &err) != 0)
 				die(rank, op_names[op], &err);
@@ -309,7 +327,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
-		"[-l LABEL] [-s SLOT_BYTES] [-P]\n");
+		"[-l LABEL] [-s SLOT_BYTES] [-d f32|bf16] [-P]\n");
 	exit(2);
 }
 
@@ -317,7 +335,8 @@ int main(int argc, char **argv)
 {
 	struct opts o = { .n = 2, .mode = "shm", .minb = 4096, .maxb = 64u << 20,
 			  .factor = 4, .reps = 7, .warm = -1, .target_ms = 50,
-			  .on = { true, true, true, true }, .label = NULL, .pin = true };
+			  .on = { true, true, true, true }, .label = NULL, .pin = true,
+			  .dt = DPG_F32 };
 	struct dpg_store_server *srv;
 	struct dpg_err err = { "" };
 	char label[64];
@@ -354,6 +373,8 @@ int main(int argc, char **argv)
 			o.label = v;
 		else if (strcmp(a, "-s") == 0)
 			o.slot = strtoull(v, NULL, 0);
+		else if (strcmp(a, "-d") == 0 && (strcmp(v, "f32") == 0 || strcmp(v, "bf16") == 0))
+			o.dt = strcmp(v, "bf16") == 0 ? DPG_BF16 : DPG_F32;
 		else if (strcmp(a, "-c") == 0) {
 			char *list = strdup(v), *tok, *save = NULL;
 

@@ -24,6 +24,27 @@
  *    same order on every rank, as with MPI and NCCL); dpg_abort() may be
  *    called from any thread at any time; dpg_version() and dpg_strerror()
  *    are always safe.
+ *  - Matching collectives (CPU backend): every collective carries a stamp
+ *    of what it is (its number on the communicator, kind, count, dtype, op,
+ *    root), sent with its first data, and the ranks compare stamps before
+ *    they use each other's data.  Calls that do not match (8 vs 4 elements,
+ *    another dtype, op or root, allreduce on one rank and broadcast on
+ *    another, or a rank that skipped a call) fail with DPG_ERR_INVALID on
+ *    the ranks that meet the mismatch, naming both sides, e.g. "rank 0 (n1)
+ *    allreduce #3 on w: collective mismatch: rank 0 (10.0.0.1) issued
+ *    allreduce #3 (8 x f32, sum), rank 1 (10.0.0.2) issued broadcast #3 (4 x
+ *    f32, root 0)"; the others learn it at once ("collective mismatch: rank
+ *    1 ... issued a different collective than rank 2 ..."), the communicator
+ *    then stays failed.  Every rank of a communicator of one node, and every
+ *    rank of an allreduce, reduce_scatter, all_gather or barrier, fails in
+ *    the mismatched call itself; a broadcast over nodes can complete on the
+ *    ranks between its root and the mismatch, which fail at their next call.
+ *    A call refused by its own argument checks (DPG_ERR_INVALID before any
+ *    communication) still takes its number, so the peers' matching call is
+ *    reported as a mismatch instead of pairing with this rank's next call.
+ *    Calls with count 0 are local no-ops and are not compared.  NCCL cannot
+ *    carry a stamp in its data path: on DPG_BACKEND_NCCL mismatched calls
+ *    are not detected (they hang until the timeout or give wrong data).
  */
 #ifndef DPG_H
 #define DPG_H
@@ -68,13 +89,22 @@ typedef enum {
 	DPG_F64,
 	DPG_F16,	/* IEEE half; reduced in f32 */
 	DPG_BF16,	/* bfloat16; reduced in f32 */
+	/* f16 / bf16 sums and averages (CPU backend, any path: shared memory,
+	 * TCP ring, any world size) are one rounding of an f32 sum: the ring
+	 * carries its partial sums as f32 (twice the bytes on those hops) and
+	 * rounds once at the end.  The f32 additions run in the algorithm's
+	 * order (shared memory: rank order; ring: ring order), so paths can
+	 * differ in the last bit where two f32 sums round to different 16-bit
+	 * values; every rank of one call gets the same bits. */
 	DPG_I32,
 	DPG_I64,
 } dpg_dtype_t;
 
 typedef enum {
 	DPG_SUM = 0,
-	DPG_AVG,	/* sum / size; integers round toward zero */
+	DPG_AVG,	/* sum / size; integers: the exact sum (CPU backend: no
+			 * wrap-around, avg(2e9, 2e9) in i32 is 2e9; NCCL's
+			 * ncclAvg sums in the type), truncated toward zero */
 	DPG_MIN,
 	DPG_MAX,
 } dpg_op_t;

@@ -7,17 +7,20 @@
  *  - f16 and bf16 are reduced in f32: a combine of k buffers converts every
  *    operand to f32, combines in f32 and rounds the result once back to 16
  *    bits (round to nearest, ties to even).  Where a collective combines in
- *    several steps (the TCP ring: one combine per hop), each step rounds back
- *    to 16 bits, so a sum over n ranks carries at most n - 1 roundings of a
- *    partial sum (+ one more for avg): |error| <= n * u * sum(|x_i|) with
- *    u = 2^-11 (f16) or 2^-8 (bf16).  The shared-memory path combines all
- *    ranks of a node in one step (one rounding).
+ *    several steps (the ring: one combine per hop), the partial sums stay in
+ *    f32 between the steps (the ring carries them as f32 on the wire) and
+ *    only the last step rounds: every path gives one rounding of an f32 sum.
+ *    The order of the f32 additions follows the algorithm (shared memory:
+ *    rank order; the ring: ring order starting after the block's owner), so
+ *    two paths can differ where two f32 sums straddle a 16-bit rounding
+ *    boundary; every rank of one call gets the same bits.
  *  - Conversions are exact f16/bf16 -> f32; f32 -> f16/bf16 rounds to nearest
  *    even, overflows to +-Inf, keeps subnormals (no flush to zero), keeps
  *    Inf, and turns NaN into a quiet NaN keeping the top payload bits.
  *  - min / max propagate NaN (if either operand is NaN the result is NaN).
  *  - avg = sum, then one division by the number of ranks at the end, in the
- *    accumulation type (f32 for f16/bf16, f64, or the integer type: integer
+ *    accumulation type (f32 for f16/bf16, f64; integers sum in a wider type,
+ *    i64 for i32 and 128 bits for i64, so the average never wraps, and the
  *    division truncates toward zero, as C does).
  *  - Integer sums wrap around (two's complement) instead of being undefined.
  */
@@ -224,6 +227,26 @@ DPG_RED_FN int64_t dpg_red_div_i64(int64_t a, int n)
 	return a / (int64_t)n;
 }
 
+/* Integer avg of two operands without wrapping: (a + b) / n computed as if
+ * in infinite precision, truncated toward zero (n >= 1). */
+DPG_RED_FN int32_t dpg_red_avg2_i32(int32_t a, int32_t b, int n)
+{
+	return (int32_t)(((int64_t)a + (int64_t)b) / (int64_t)n);
+}
+
+DPG_RED_FN int64_t dpg_red_avg2_i64(int64_t a, int64_t b, int n)
+{
+	/* a = qa n + ra, b = qb n + rb: (a + b) / n = qa + qb + (ra + rb) / n,
+	 * with |ra + rb| < 2n; no intermediate overflows */
+	int64_t q = a / n + b / n, r = a % n + b % n, t = q + r / n, e = r % n;
+
+	if (t > 0 && e < 0)
+		return t - 1;
+	if (t < 0 && e > 0)
+		return t + 1;
+	return t;
+}
+
 /* Reference element-at-a-time combine of two buffers (any dtype), for code
  * that wants no bulk kernel (device code, tests):
  * dst[i] = a[i] op b[i], then / div when op is AVG and div > 0.
@@ -261,15 +284,15 @@ DPG_RED_FN void dpg_red_elem(void *dst, const void *a, const void *b, size_t i,
 		break;
 	}
 	case DPG_I32: {
-		int32_t r = dpg_red_i32(((const int32_t *)a)[i], ((const int32_t *)b)[i], op);
+		int32_t x = ((const int32_t *)a)[i], y = ((const int32_t *)b)[i];
 
-		((int32_t *)dst)[i] = fin ? dpg_red_div_i32(r, div) : r;
+		((int32_t *)dst)[i] = fin ? dpg_red_avg2_i32(x, y, div) : dpg_red_i32(x, y, op);
 		break;
 	}
 	case DPG_I64: {
-		int64_t r = dpg_red_i64(((const int64_t *)a)[i], ((const int64_t *)b)[i], op);
+		int64_t x = ((const int64_t *)a)[i], y = ((const int64_t *)b)[i];
 
-		((int64_t *)dst)[i] = fin ? dpg_red_div_i64(r, div) : r;
+		((int64_t *)dst)[i] = fin ? dpg_red_avg2_i64(x, y, div) : dpg_red_i64(x, y, op);
 		break;
 	}
 	}

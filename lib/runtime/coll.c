@@ -117,6 +117,18 @@ static dpg_status_t coll_run(dpg_comm_t *c, const struct coll_call *a)
 	return dpg_comm_fail(c, rc, a->name, (int64_t)seq, &e);
 }
 
+/* A call that failed its argument checks still takes its sequence number:
+ * the peers that issued it correctly then meet this rank's next call as a
+ * mismatch (the CPU backend compares the numbers) instead of pairing with
+ * it.  The failure message names the number too. */
+static dpg_status_t coll_refuse(dpg_comm_t *c, int rc, const char *name,
+				const struct dpg_err *e)
+{
+	uint64_t seq = c->seq++;
+
+	return dpg_comm_fail(c, rc, name, (int64_t)seq, e);
+}
+
 /* Like NCCL's enqueue check: the comm, the abort flag, the arguments, then
  * the run. */
 static dpg_status_t coll_enqueue(dpg_comm_t *c, const struct coll_call *a)
@@ -129,7 +141,7 @@ static dpg_status_t coll_enqueue(dpg_comm_t *c, const struct coll_call *a)
 	if ((rc = dpg_comm_enter(c, &e)) != 0)
 		return dpg_comm_fail(c, rc, a->name, (int64_t)c->seq, &e);
 	if ((rc = coll_check(c, a, &e)) != 0)
-		return dpg_comm_fail(c, rc, a->name, -1, &e);
+		return coll_refuse(c, rc, a->name, &e);
 	return coll_run(c, a);
 }
 
@@ -358,7 +370,7 @@ dpg_status_t dpg_all_gather_bytes(dpg_comm_t *comm, const void *buf, size_t len,
 	if ((rc = dpg_comm_enter(comm, &e)) != 0)
 		return dpg_comm_fail(comm, rc, "all_gather_bytes", (int64_t)comm->seq, &e);
 	if ((rc = agb_check(buf, len, out, offsets, lens, &e)) != 0)
-		return dpg_comm_fail(comm, rc, "all_gather_bytes", -1, &e);
+		return coll_refuse(comm, rc, "all_gather_bytes", &e);
 	g.offs = calloc((size_t)comm->size, sizeof(*g.offs));
 	g.ls = calloc((size_t)comm->size, sizeof(*g.ls));
 	if (g.offs == NULL || g.ls == NULL)
@@ -386,8 +398,12 @@ int dpg_rt_all_gather(dpg_comm_t *comm, const void *send, void *recv,
 		      size_t sendcount, dpg_dtype_t dt, uint64_t *seq,
 		      struct dpg_err *e)
 {
-	*seq = comm->seq++;
-	return comm->ops->all_gather(comm, send, recv, sendcount, dt, NULL, e);
+	int rc;
+
+	*seq = comm->seq;	/* the backend stamps the call with it */
+	rc = comm->ops->all_gather(comm, send, recv, sendcount, dt, NULL, e);
+	comm->seq++;
+	return rc;
 }
 
 const char *dpg_rt_comm_name(const dpg_comm_t *comm)

@@ -30,6 +30,7 @@
 #include "hello.h"
 #include "hops.h"
 #include "net.h"
+#include "reduce.h"
 #include "ring.h"
 #include "shm.h"
 #include "store.h"
@@ -67,12 +68,53 @@ static int check_args(struct dpg_cpu *p, const void *a, const void *b, size_t co
 	return 0;
 }
 
-static void shm_wait_init(const struct dpg_cpu *p, struct dpg_shm_wait *w)
+static void shm_wait_init(const struct dpg_cpu *p, struct dpg_shm_wait *w,
+			  const struct dpg_stamp *st)
 {
 	w->deadline_ms = dpg_now_ms() + (int64_t)(p->timeout_s * 1000.0);
 	w->abort = p->uabort;
 	w->abort2 = (const volatile int *)&p->aborted;
 	w->timeout_s = p->timeout_s;
+	w->stamp = st;
+}
+
+/* What this call is, as the peers check it: the communicator's sequence
+ * number (coll.c counts every call, failed argument checks included). */
+static void stamp_call(const struct dpg_cpu *p, struct dpg_stamp *st, int kind, size_t count,
+		       dpg_dtype_t dt, dpg_op_t op, int root)
+{
+	dpg_stamp_make(st, p->c->seq, kind, count, dt, op, root);
+}
+
+/* Room for the n - 2 partial blocks (ablk elements) of a reduction over
+ * 3+ ranks that keeps them apart: one whose partials need a wider type
+ * (reduce.h; j->aes set) or a reduce_scatter (rs). */
+static int acc_reserve(struct dpg_cpu *p, struct dpg_ring_job *j, size_t ablk, bool rs,
+		       struct dpg_err *err)
+{
+	size_t aes = p->n >= 3 ? dpg_reduce_acc_size(j->dt, j->op) : 0, need;
+
+	j->aes = aes;
+	j->ablk = ablk;
+	if (p->n < 3 || (aes == 0 && !rs))
+		return 0;
+	if (aes == 0)
+		aes = j->es;
+	if (ablk > SIZE_MAX / aes / (size_t)(p->n - 2)) {
+		dpg_errf(err, "count %zu too large", ablk);
+		return -DPG_ERR_INVALID;
+	}
+	need = ablk * aes * (size_t)(p->n - 2);
+	if (p->acc_cap < need) {
+		char *nb = realloc(p->acc, need);
+
+		if (nb == NULL)
+			return dpg_errs(err, DPG_ERR_NOMEM, "out of memory (%zu bytes of "
+					"partial sums)", need);
+		p->acc = nb;
+		p->acc_cap = need;
+	}
+	return 0;
 }
 
 static int cpu_allreduce(struct dpg_comm *c, const void *send, void *recv, size_t count,
@@ -92,14 +134,15 @@ static int cpu_allreduce(struct dpg_comm *c, const void *send, void *recv, size_
 			memmove(recv, send, count * es);
 		return 0;
 	}
+	memset(&j, 0, sizeof(j));
+	stamp_call(p, &j.stamp, DPG_STAMP_ALLREDUCE, count, dt, op, -1);
 	if (p->direct) {
 		struct dpg_shm_wait w;
 
-		shm_wait_init(p, &w);
+		shm_wait_init(p, &w, &j.stamp);
 		rc = dpg_shm_allreduce(p->shm, send, recv, count, dt, op, &w, err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
-	memset(&j, 0, sizeof(j));
 	j.kind = DPG_JOB_ALLREDUCE;
 	j.send = send;
 	j.recv = recv;
@@ -112,7 +155,8 @@ static int cpu_allreduce(struct dpg_comm *c, const void *send, void *recv, size_
 	j.out0_free = true;
 	j.base = count / (size_t)p->n;
 	j.rem = count % (size_t)p->n;
-	return dpg_ring_run(p, &j, err);
+	rc = acc_reserve(p, &j, j.base + (j.rem > 0), false, err);
+	return rc != 0 ? rc : dpg_ring_run(p, &j, err);
 }
 
 static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
@@ -134,10 +178,12 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 			memmove(recv, send, recvcount * es);
 		return 0;
 	}
+	memset(&j, 0, sizeof(j));
+	stamp_call(p, &j.stamp, DPG_STAMP_REDUCE_SCATTER, recvcount, dt, op, -1);
 	if (p->direct) {
 		struct dpg_shm_wait w;
 
-		shm_wait_init(p, &w);
+		shm_wait_init(p, &w, &j.stamp);
 		rc = dpg_shm_reduce_scatter(p->shm, send, recv, recvcount, dt, op, &w, err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
@@ -150,7 +196,7 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 		size_t need;
 
 		alias = rb + blk > sb && rb < sb + total && rb != sb + (size_t)p->rank * blk;
-		need = ((p->n > 2 ? 2 : 0) + (alias ? 1 : 0)) * blk;
+		need = alias ? blk : 0;
 		if (p->scratch_cap < need) {
 			char *nb = realloc(p->scratch, need);
 
@@ -162,11 +208,10 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 			p->scratch_cap = need;
 		}
 	}
-	memset(&j, 0, sizeof(j));
 	j.kind = DPG_JOB_RS;
 	j.send = send;
 	j.recv = recv;
-	j.rs_final = alias ? p->scratch + (p->n > 2 ? 2 : 0) * recvcount * es : recv;
+	j.rs_final = alias ? p->scratch : recv;
 	j.count = recvcount;
 	j.es = es;
 	j.dt = dt;
@@ -174,7 +219,9 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 	j.T_out = j.T_in = p->n - 1;
 	j.dep = 1;
 	j.out0_free = true;
-	rc = dpg_ring_run(p, &j, err);
+	rc = acc_reserve(p, &j, recvcount, true, err);
+	if (rc == 0)
+		rc = dpg_ring_run(p, &j, err);
 	if (rc == 0 && alias)
 		memcpy(recv, j.rs_final, recvcount * es);
 	return rc;
@@ -193,10 +240,12 @@ static int cpu_all_gather(struct dpg_comm *c, const void *send, void *recv, size
 	rc = check_args(p, send, recv, sendcount, dt, DPG_SUM, false, err);
 	if (rc != 0 || sendcount == 0)
 		return rc;
+	memset(&j, 0, sizeof(j));
+	stamp_call(p, &j.stamp, DPG_STAMP_ALL_GATHER, sendcount, dt, DPG_SUM, -1);
 	if (p->direct) {
 		struct dpg_shm_wait w;
 
-		shm_wait_init(p, &w);
+		shm_wait_init(p, &w, &j.stamp);
 		rc = dpg_shm_all_gather(p->shm, send, recv, sendcount, dt, &w, err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
@@ -204,7 +253,6 @@ static int cpu_all_gather(struct dpg_comm *c, const void *send, void *recv, size
 		memmove(mine, send, bytes);
 	if (p->n == 1)
 		return 0;
-	memset(&j, 0, sizeof(j));
 	j.kind = DPG_JOB_AG;
 	j.recv = recv;
 	j.count = sendcount;
@@ -233,17 +281,18 @@ static int cpu_broadcast(struct dpg_comm *c, void *buf, size_t count, dpg_dtype_
 	}
 	if (count == 0 || p->n == 1)
 		return 0;
+	memset(&j, 0, sizeof(j));
+	stamp_call(p, &j.stamp, DPG_STAMP_BROADCAST, count, dt, DPG_SUM, root);
 	if (p->direct) {
 		struct dpg_shm_wait w;
 
-		shm_wait_init(p, &w);
+		shm_wait_init(p, &w, &j.stamp);
 		rc = dpg_shm_broadcast(p->shm, buf, count, dt, root, &w, err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
 	for (rpos = 0; p->ring[rpos] != root; rpos++)
 		;
 	d = dpg_ring_mod(p->pos - rpos, p->n);	/* hops from the root */
-	memset(&j, 0, sizeof(j));
 	j.kind = DPG_JOB_BCAST;
 	j.recv = buf;
 	j.count = count;
@@ -265,16 +314,17 @@ static int cpu_barrier(struct dpg_comm *c, struct dpg_err *err)
 	rc = check_args(p, p, p, 0, DPG_I32, DPG_SUM, true, err);
 	if (rc != 0 || p->n == 1)
 		return rc;
+	memset(&j, 0, sizeof(j));
+	stamp_call(p, &j.stamp, DPG_STAMP_BARRIER, 0, DPG_I32, DPG_SUM, -1);
 	if (p->direct) {
 		struct dpg_shm_wait w;
 
-		shm_wait_init(p, &w);
+		shm_wait_init(p, &w, &j.stamp);
 		rc = dpg_shm_barrier(p->shm, &w, err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
 	/* an allreduce of one int per rank: every step carries data */
 	memset(p->barbuf, 0, (size_t)p->n * sizeof(*p->barbuf));
-	memset(&j, 0, sizeof(j));
 	j.kind = DPG_JOB_ALLREDUCE;
 	j.send = (const char *)p->barbuf;
 	j.recv = (char *)p->barbuf;
@@ -330,6 +380,7 @@ static void cpu_free(struct dpg_cpu *p)
 	free(p->ring);
 	free(p->stage);
 	free(p->scratch);
+	free(p->acc);
 	free(p->barbuf);
 	free(p);
 }

@@ -16,6 +16,10 @@
  * (TCP notice channels in both ring directions + the node segment), so every
  * surviving rank returns DPG_ERR_PEER naming the dead peer.  A failure is
  * sticky: later calls on the communicator return it again.
+ * Matching: every collective carries a stamp (stamp.h: c->seq, kind, count,
+ * dtype, op, root) in data already exchanged (the first bytes of each ring
+ * hop; a cell beside the rank's slot on shared memory); a difference is
+ * DPG_ERR_INVALID naming both calls, flooded like a failure.
  */
 #ifndef DPG_LIB_CPU_BACKEND_H
 #define DPG_LIB_CPU_BACKEND_H

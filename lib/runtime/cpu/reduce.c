@@ -115,10 +115,32 @@ DPG_CLONES static void NAME(T *dst, const T *const *src, int nsrc,		\
 
 DPG_RED_FAMILY(red_f32, float, float, ID, ID, OPF_SUM, OPF_MIN, OPF_MAX, dpg_red_div_f32)
 DPG_RED_FAMILY(red_f64, double, double, ID, ID, OPF_SUM, OPD_MIN, OPD_MAX, dpg_red_div_f64)
-DPG_RED_FAMILY(red_i32, int32_t, int32_t, ID, ID, OPI32_SUM, OPI32_MIN, OPI32_MAX,
-	       dpg_red_div_i32)
-DPG_RED_FAMILY(red_i64, int64_t, int64_t, ID, ID, OPI64_SUM, OPI64_MIN, OPI64_MAX,
-	       dpg_red_div_i64)
+
+/* Integers: sum, min and max in the element type (sums wrap); avg sums in a
+ * wider type (i64 for i32, 128 bits for i64) so that it cannot wrap, and
+ * divides there.  A partial step (div == 0) stores the sum cut back to the
+ * element type: multi-step reductions carry the wide sum instead (the
+ * accumulator functions below). */
+#ifndef __SIZEOF_INT128__
+#error "the CPU collectives need a 128-bit integer type (avg of i64)"
+#endif
+typedef __int128 dpg_i128;
+
+#define DPG_RED_IFAMILY(P, T, A, SUM, MIN, MAX)					\
+	DPG_RED_KERNEL(P##_sum, T, T, ID, ID, SUM, ID2, 0)			\
+	DPG_RED_KERNEL(P##_avg, T, A, WIDE_##A, (T), OPW_SUM, WDIV_##A, div > 0)	\
+	DPG_RED_KERNEL(P##_min, T, T, ID, ID, MIN, ID2, 0)			\
+	DPG_RED_KERNEL(P##_max, T, T, ID, ID, MAX, ID2, 0)
+
+#define ID2(a, n) ((void)(n), (a))
+#define OPW_SUM(a, b) ((a) + (b))
+#define WIDE_int64_t(x) ((int64_t)(x))
+#define WIDE_dpg_i128(x) ((dpg_i128)(x))
+#define WDIV_int64_t(a, n) ((a) / (int64_t)(n))
+#define WDIV_dpg_i128(a, n) ((a) / (dpg_i128)(n))
+
+DPG_RED_IFAMILY(red_i32, int32_t, int64_t, OPI32_SUM, OPI32_MIN, OPI32_MAX)
+DPG_RED_IFAMILY(red_i64, int64_t, dpg_i128, OPI64_SUM, OPI64_MIN, OPI64_MAX)
 
 /* ---------------------------------------------------------------- 16 bit
  * f16 / bf16 go through f32 tiles: convert each source tile to f32 (padding
@@ -311,6 +333,104 @@ void dpg_reduce2(void *dst, const void *a, const void *b, size_t count,
 	const void *src[2] = { a, b };
 
 	dpg_reduce_n(dst, src, 2, count, dt, op, div);
+}
+
+/* ---------------------------------------------------------------- steps
+ * The accumulators of multi-step reductions (reduce.h). */
+
+size_t dpg_reduce_acc_size(dpg_dtype_t dt, dpg_op_t op)
+{
+	if ((dt == DPG_F16 || dt == DPG_BF16) && (op == DPG_SUM || op == DPG_AVG))
+		return sizeof(float);
+	if (dt == DPG_I32 && op == DPG_AVG)
+		return sizeof(int64_t);
+	if (dt == DPG_I64 && op == DPG_AVG)
+		return sizeof(dpg_i128);
+	return 0;
+}
+
+/* acc = W(own) + (in_acc ? in : W(in)); final: dst = N((W(own) + in) / div) */
+#define DPG_ACC_LOOPS(NAME, T, A, W, N, DIV)					\
+static void NAME##_acc(A *acc, const T *own, const void *in, bool in_acc,	\
+		       size_t count)						\
+{										\
+	size_t i;								\
+										\
+	if (in_acc) {								\
+		const A *x = in;						\
+										\
+		for (i = 0; i < count; i++)					\
+			acc[i] = x[i] + W(own[i]);				\
+	} else {								\
+		const T *x = in;						\
+										\
+		for (i = 0; i < count; i++)					\
+			acc[i] = W(x[i]) + W(own[i]);				\
+	}									\
+}										\
+static void NAME##_fin(T *dst, const T *own, const A *in, size_t count,	\
+		       int div)							\
+{										\
+	size_t i;								\
+										\
+	for (i = 0; i < count; i++) {						\
+		A a = in[i] + W(own[i]);					\
+										\
+		dst[i] = N(div > 0 ? DIV(a, div) : a);				\
+	}									\
+}
+
+#define I32W(x) ((int64_t)(x))
+#define I64W(x) ((dpg_i128)(x))
+#define I32N(a) ((int32_t)(a))
+#define I64N(a) ((int64_t)(a))
+DPG_ACC_LOOPS(acc_f16, uint16_t, float, dpg_f16_to_f32, dpg_f32_to_f16, dpg_red_div_f32)
+DPG_ACC_LOOPS(acc_bf16, uint16_t, float, dpg_bf16_to_f32, dpg_f32_to_bf16, dpg_red_div_f32)
+DPG_ACC_LOOPS(acc_i32, int32_t, int64_t, I32W, I32N, WDIV_int64_t)
+DPG_ACC_LOOPS(acc_i64, int64_t, dpg_i128, I64W, I64N, WDIV_dpg_i128)
+
+void dpg_reduce_acc(void *acc, const void *own, const void *in, bool in_acc, size_t count,
+		    dpg_dtype_t dt)
+{
+	switch (dt) {
+	case DPG_F16:
+		acc_f16_acc(acc, own, in, in_acc, count);
+		break;
+	case DPG_BF16:
+		acc_bf16_acc(acc, own, in, in_acc, count);
+		break;
+	case DPG_I32:
+		acc_i32_acc(acc, own, in, in_acc, count);
+		break;
+	case DPG_I64:
+		acc_i64_acc(acc, own, in, in_acc, count);
+		break;
+	default:
+		break;
+	}
+}
+
+void dpg_reduce_acc_final(void *dst, const void *own, const void *in, size_t count,
+			  dpg_dtype_t dt, dpg_op_t op, int div)
+{
+	int d = op == DPG_AVG ? div : 0;
+
+	switch (dt) {
+	case DPG_F16:
+		acc_f16_fin(dst, own, in, count, d);
+		break;
+	case DPG_BF16:
+		acc_bf16_fin(dst, own, in, count, d);
+		break;
+	case DPG_I32:
+		acc_i32_fin(dst, own, in, count, d);
+		break;
+	case DPG_I64:
+		acc_i64_fin(dst, own, in, count, d);
+		break;
+	default:
+		break;
+	}
 }
 
 const char *dpg_reduce_isa(void)

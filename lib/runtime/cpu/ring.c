@@ -19,6 +19,16 @@
  * Received data for a reduce step goes through a small cache-resident
  * staging buffer (TCP) or is combined straight out of the shared pipe; data
  * for an all-gather step is received in place.
+ *   Stamps: before its data every rank sends its call's stamp (stamp.h) to
+ * next and checks prev's before it touches prev's data (step -1 of both
+ * streams, also for a broadcast's root and last rank): a difference is a
+ * MISMATCH failure, flooded like the others.
+ *   One rounding: where the partial sums need a wider type than the element
+ * (f16/bf16 sum and avg: f32; integer avg: i64 / 128 bits; reduce.h), the
+ * reduce-scatter steps 1..n-2 carry accumulators instead of elements (the
+ * first step sends the input, the last combine rounds / divides once), so
+ * every path gives one rounding of an f32 sum; those hops carry twice the
+ * bytes (f16/bf16).  Pipe positions are aligned to each step's element size.
  *
  * Failure protocol.  Each TCP hop has two connections: the data connection
  * (data forward, notices backward) and a notice connection (notices
@@ -36,6 +46,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -249,86 +260,175 @@ static void ar_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *l
 	*len = (j->base + (ub < j->rem ? 1 : 0)) * j->es;
 }
 
-/* Where out step t reads from, and its length in bytes. */
+/* What an in step does with the bytes it receives. */
+enum {
+	IN_COPY,	/* store them (all-gather, broadcast, the stamp) */
+	IN_RED,		/* combine with our input, in the element type */
+	IN_ACC0,	/* elements + our input -> accumulators (first hop) */
+	IN_ACCW,	/* accumulators + our input -> accumulators */
+	IN_FIN,		/* accumulators + our input -> elements, rounded once */
+};
+
+/* One step: where its bytes come from / go, how many, their element size
+ * on the wire, and (in steps) what to do with them. */
+struct step {
+	char *dst;
+	const char *src;	/* out: the bytes; in: our input (own) */
+	size_t len, wes;
+	int mode;
+	bool final;
+};
+
+static bool wide(const struct dpg_ring_job *j)
+{
+	return j->aes > 0;
+}
+
+/* Accumulator slot of reduce step t (one per non-final step). */
+static char *acc_slot(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t)
+{
+	return p->acc + (size_t)t * j->ablk * (wide(j) ? j->aes : j->es);
+}
+
+/* Out step t of a reduce-scatter (allreduce's first n-1 steps, or RS) for
+ * the block at byte offset off of len bytes of elements: step 0 sends our
+ * input, later steps the partial of in step t-1. */
+static void out_rs(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t, size_t off,
+		   struct step *s)
+{
+	size_t el = s->len / j->es;
+
+	s->wes = j->es;
+	if (t == 0) {
+		s->src = j->send + off;
+	} else if (wide(j)) {
+		s->src = acc_slot(p, j, t - 1);
+		s->len = el * j->aes;
+		s->wes = j->aes;
+	} else if (j->kind == DPG_JOB_ALLREDUCE) {
+		s->src = j->recv + off;
+	} else {
+		s->src = acc_slot(p, j, t - 1);	/* RS: a slot per step */
+	}
+}
+
+/* Where out step t reads from, its length and wire element size. */
 static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
-		     const char **src, size_t *len)
+		     struct step *s)
 {
 	int n = p->n, pos = p->pos;
 	size_t off;
 
+	memset(s, 0, sizeof(*s));
+	s->wes = j->es;
+	if (t < 0) {
+		s->src = (const char *)&j->stamp;
+		s->len = sizeof(j->stamp);
+		s->wes = 8;
+		return;
+	}
 	switch (j->kind) {
 	case DPG_JOB_ALLREDUCE:
 		if (t < n - 1) {
-			ar_block(j, dpg_ring_mod(pos - t - 1, n), &off, len);
-			*src = (t == 0 ? j->send : j->recv) + off;
+			ar_block(j, dpg_ring_mod(pos - t - 1, n), &off, &s->len);
+			out_rs(p, j, t, off, s);
 		} else {
-			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)), n), &off, len);
-			*src = j->recv + off;
+			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)), n), &off, &s->len);
+			s->src = j->recv + off;
 		}
 		return;
 	case DPG_JOB_RS: {
 		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
 
-		*len = j->count * j->es;
-		*src = t == 0 ? j->send + (size_t)b * *len
-			: p->scratch + (size_t)((t - 1) % 2) * *len;
+		s->len = j->count * j->es;
+		out_rs(p, j, t, (size_t)b * s->len, s);
 		return;
 	}
 	case DPG_JOB_AG: {
 		int b = p->ring[dpg_ring_mod(pos - t, n)];
 
-		*len = j->count * j->es;
-		*src = j->recv + (size_t)b * *len;
+		s->len = j->count * j->es;
+		s->src = j->recv + (size_t)b * s->len;
 		return;
 	}
 	default:
-		*len = j->count * j->es;
-		*src = j->recv;
+		s->len = j->count * j->es;
+		s->src = j->recv;
 		return;
 	}
 }
 
-/* Where in step t goes: dst, and for reduce steps own (our input to combine
- * with) and whether it is the last combine (avg divides there). */
-static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t, char **dst,
-		    const char **own, size_t *len, bool *final)
+/* In step t of a reduce-scatter into dst (len bytes of elements): plain
+ * combines, or accumulators when wide. */
+static void in_rs(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t, char *dst,
+		  struct step *s)
+{
+	size_t el = s->len / j->es;
+
+	s->final = t == p->n - 2;
+	s->mode = IN_RED;
+	s->dst = dst;
+	if (!wide(j))
+		return;
+	if (t > 0) {		/* accumulators on the wire */
+		s->len = el * j->aes;
+		s->wes = j->aes;
+	}
+	if (s->final) {
+		s->mode = IN_FIN;	/* n >= 3 when wide: t > 0 here */
+		return;
+	}
+	s->mode = t == 0 ? IN_ACC0 : IN_ACCW;
+	s->dst = acc_slot(p, j, t);
+}
+
+/* Where in step t goes: dst, our input to combine with (src), the wire
+ * element size and the mode. */
+static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
+		    struct step *s)
 {
 	int n = p->n, pos = p->pos;
 	size_t off;
 
-	*own = NULL;
-	*final = false;
+	memset(s, 0, sizeof(*s));
+	s->wes = j->es;
+	if (t < 0) {
+		s->dst = (char *)&p->rstamp;
+		s->len = sizeof(p->rstamp);
+		s->wes = 8;
+		return;
+	}
 	switch (j->kind) {
 	case DPG_JOB_ALLREDUCE:
 		if (t < n - 1) {
-			ar_block(j, dpg_ring_mod(pos - t - 2, n), &off, len);
-			*dst = j->recv + off;
-			*own = j->send + off;
-			*final = t == n - 2;
+			ar_block(j, dpg_ring_mod(pos - t - 2, n), &off, &s->len);
+			s->src = j->send + off;
+			in_rs(p, j, t, j->recv + off, s);
 		} else {
-			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)) - 1, n), &off, len);
-			*dst = j->recv + off;
+			ar_block(j, dpg_ring_mod(pos - (t - (n - 1)) - 1, n), &off, &s->len);
+			s->dst = j->recv + off;
 		}
 		return;
 	case DPG_JOB_RS: {
 		int b = p->ring[dpg_ring_mod(pos - t - 2, n)];
 
-		*len = j->count * j->es;
-		*own = j->send + (size_t)b * *len;
-		*final = t == n - 2;
-		*dst = *final ? j->rs_final : p->scratch + (size_t)(t % 2) * *len;
+		s->len = j->count * j->es;
+		s->src = j->send + (size_t)b * s->len;
+		/* a slot per step: in step t + 1 may run while out step t
+		 * still sends the partial of in step t */
+		in_rs(p, j, t, t == n - 2 ? j->rs_final : acc_slot(p, j, t), s);
 		return;
 	}
 	case DPG_JOB_AG: {
 		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
 
-		*len = j->count * j->es;
-		*dst = j->recv + (size_t)b * *len;
+		s->len = j->count * j->es;
+		s->dst = j->recv + (size_t)b * s->len;
 		return;
 	}
 	default:
-		*len = j->count * j->es;
-		*dst = j->recv;
+		s->len = j->count * j->es;
+		s->dst = j->recv;
 		return;
 	}
 }
@@ -336,49 +436,185 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 /* ------------------------------------------------------------ the engine */
 
 struct eng {
-	int ot, it;		/* current out / in step */
+	int ot, it;		/* current out / in step (-1: the stamp) */
 	size_t ooff, ioff;	/* bytes done in them */
 	size_t staged;		/* TCP: received, not yet combined */
-	/* cached current steps */
-	const char *osrc;
-	size_t olen;
-	char *idst;
-	const char *iown;
-	size_t ilen;
-	bool ifinal;
+	struct step o, i;	/* the current steps */
 };
 
-static void eng_load_out(const struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
+static void eng_load_out(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
 {
-	if (e->ot < j->T_out)
-		out_step(p, j, e->ot, &e->osrc, &e->olen);
+	if (e->ot >= j->T_out)
+		return;
+	out_step(p, j, e->ot, &e->o);
+	if (p->next.kind == DPG_LINK_SHM)
+		dpg_shm_pipe_align(p->shm, true, e->o.wes);
 }
 
-static void eng_load_in(const struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
+static void eng_load_in(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
 {
-	if (e->it < j->T_in)
-		in_step(p, j, e->it, &e->idst, &e->iown, &e->ilen, &e->ifinal);
+	if (e->it >= j->T_in)
+		return;
+	in_step(p, j, e->it, &e->i);
+	if (p->prev.kind == DPG_LINK_SHM)
+		dpg_shm_pipe_align(p->shm, false, e->i.wes);
 }
 
-/* Bytes of the current out step that may be sent. */
+/* Bytes of the current out step that may be sent: the stamp at once, step
+ * t as far as in step t - dep has been processed (in elements). */
 static size_t out_limit(const struct dpg_ring_job *j, const struct eng *e)
 {
 	int need;
 
-	if (e->ot == 0 && j->out0_free)
-		return e->olen;
+	if (e->ot < 0 || (e->ot == 0 && j->out0_free))
+		return e->o.len;
 	need = e->ot - j->dep;
-	if (e->it > need)
-		return e->olen;
+	if (need < 0 || e->it > need)
+		return e->o.len;
 	if (e->it == need)
-		return e->ioff;
+		return e->ioff / e->i.wes * e->o.wes;
 	return 0;
 }
 
-static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j, char *dst,
-		    const char *own, const void *in, size_t bytes, bool final)
+/* Process `bytes` (whole wire elements) of the current in step from src. */
+static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j,
+		    const struct eng *e, const void *src, size_t bytes)
 {
-	dpg_reduce2(dst, own, in, bytes / j->es, j->dt, j->op, final ? p->n : 0);
+	const struct step *s = &e->i;
+	size_t k = e->ioff / s->wes, m = bytes / s->wes, es = j->es;
+	const char *own = s->src + k * es;
+
+	switch (s->mode) {
+	case IN_RED:
+		dpg_reduce2(s->dst + k * es, own, src, m, j->dt, j->op, s->final ? p->n : 0);
+		break;
+	case IN_ACC0:
+	case IN_ACCW:
+		dpg_reduce_acc(s->dst + k * j->aes, own, src, s->mode == IN_ACCW, m, j->dt);
+		break;
+	case IN_FIN:
+		dpg_reduce_acc_final(s->dst + k * es, own, src, m, j->dt, j->op, p->n);
+		break;
+	default:
+		memcpy(s->dst + e->ioff, src, bytes);
+		break;
+	}
+}
+
+static int stamp_check(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err);
+
+/* A send to next failed (w <= 0): 0 to retry, or the failure. */
+static int send_error(struct dpg_cpu *p, ssize_t w, int64_t deadline, struct dpg_err *err)
+{
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (w < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
+		return fail_closed(p, p->next.peer, deadline, err);
+	dpg_errf(err, "send to peer rank %d (%s): %s", p->next.peer,
+		 dpg_cpu_host(p, p->next.peer), strerror(errno));
+	return fail_self(p, DPG_FAIL_CLOSED, p->next.peer, -DPG_ERR_SYSTEM, err);
+}
+
+/* A receive from prev failed (r <= 0): 0 to retry, or the failure. */
+static int recv_error(struct dpg_cpu *p, ssize_t r, int64_t deadline, struct dpg_err *err)
+{
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (r == 0 || errno == ECONNRESET)
+		return fail_closed(p, p->prev.peer, deadline, err);
+	dpg_errf(err, "receive from peer rank %d (%s): %s", p->prev.peer,
+		 dpg_cpu_host(p, p->prev.peer), strerror(errno));
+	return fail_self(p, DPG_FAIL_CLOSED, p->prev.peer, -DPG_ERR_SYSTEM, err);
+}
+
+/* TCP: the stamp and, when it needs nothing, the start of out step 0 in one
+ * sendmsg (a separate stamp segment costs a syscall and a wakeup). */
+static int tcp_send_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+			  int64_t deadline, struct dpg_err *err)
+{
+	size_t srem = e->o.len - e->ooff;
+	struct iovec iov[2] = { { (void *)(e->o.src + e->ooff), srem }, { NULL, 0 } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 1 };
+	struct step s0;
+	ssize_t w;
+
+	if (j->T_out > 0 && j->out0_free) {
+		out_step(p, j, 0, &s0);
+		iov[1].iov_base = (void *)s0.src;
+		iov[1].iov_len = s0.len < p->chunk ? s0.len : p->chunk;
+		m.msg_iovlen = iov[1].iov_len > 0 ? 2 : 1;
+	}
+	w = sendmsg(p->next.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w <= 0)
+		return send_error(p, w, deadline, err);
+	if ((size_t)w < srem) {
+		e->ooff += (size_t)w;
+		return 1;
+	}
+	e->ot = 0;
+	e->ooff = (size_t)w - srem;
+	eng_load_out(p, j, e);
+	return 1;
+}
+
+/* Received bytes of the current in step over TCP: in place, or staged and
+ * combined in whole wire elements. */
+static void tcp_took(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e, size_t r)
+{
+	size_t whole;
+
+	if (e->i.mode == IN_COPY) {
+		e->ioff += r;
+		return;
+	}
+	e->staged += r;
+	whole = e->staged - e->staged % e->i.wes;
+	if (whole > 0) {
+		combine(p, j, e, p->stage, whole);
+		e->ioff += whole;
+		e->staged -= whole;
+		if (e->staged > 0)
+			memmove(p->stage, p->stage + whole, e->staged);
+	}
+}
+
+/* TCP: prev's stamp and the start of in step 0 in one recvmsg; step 0's
+ * bytes are used only once the stamp matches. */
+static int tcp_recv_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+			  int64_t deadline, struct dpg_err *err)
+{
+	size_t srem = e->i.len - e->ioff;
+	struct iovec iov[2] = { { e->i.dst + e->ioff, srem }, { NULL, 0 } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 1 };
+	struct step s0;
+	ssize_t r;
+	int rc;
+
+	if (j->T_in > 0) {
+		in_step(p, j, 0, &s0);
+		iov[1].iov_base = s0.mode == IN_COPY ? s0.dst : p->stage;
+		iov[1].iov_len = s0.mode == IN_COPY ? (s0.len < p->chunk ? s0.len : p->chunk)
+			: (s0.len < DPG_RING_STAGE_BYTES ? s0.len : DPG_RING_STAGE_BYTES);
+		m.msg_iovlen = iov[1].iov_len > 0 ? 2 : 1;
+	}
+	r = recvmsg(p->prev.fd, &m, MSG_DONTWAIT);
+	if (r <= 0)
+		return recv_error(p, r, deadline, err);
+	if ((size_t)r < srem) {
+		e->ioff += (size_t)r;
+		return 1;
+	}
+	e->ioff += srem;
+	rc = stamp_check(p, j, err);
+	if (rc != 0)
+		return rc;
+	e->it = 0;
+	e->ioff = 0;
+	e->staged = 0;
+	eng_load_in(p, j, e);
+	if ((size_t)r > srem)
+		tcp_took(p, j, e, (size_t)r - srem);
+	return 1;
 }
 
 /* One attempt to move out-stream bytes: >0 progress, 0 none, <0 error. */
@@ -386,6 +622,7 @@ static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		    int64_t deadline, struct dpg_err *err)
 {
 	size_t lim = out_limit(j, e), len;
+	ssize_t w;
 
 	if (lim <= e->ooff)
 		return 0;
@@ -393,32 +630,27 @@ static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	if (len > p->chunk)
 		len = p->chunk;
 	if (p->next.kind == DPG_LINK_SHM) {
-		size_t w = dpg_shm_pipe_write(p->shm, e->osrc + e->ooff, len, j->es);
+		size_t n = dpg_shm_pipe_write(p->shm, e->o.src + e->ooff, len, e->o.wes);
 
-		e->ooff += w;
-		return w > 0;
-	} else {
-		ssize_t w = send(p->next.fd, e->osrc + e->ooff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-		if (w > 0) {
-			e->ooff += (size_t)w;
-			return 1;
-		}
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			return 0;
-		if (w < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
-			return fail_closed(p, p->next.peer, deadline, err);
-		dpg_errf(err, "send to peer rank %d (%s): %s", p->next.peer,
-			 dpg_cpu_host(p, p->next.peer), strerror(errno));
-		return fail_self(p, DPG_FAIL_CLOSED, p->next.peer, -DPG_ERR_SYSTEM, err);
+		e->ooff += n;
+		return n > 0;
 	}
+	if (e->ot < 0)
+		return tcp_send_stamp(p, j, e, deadline, err);
+	w = send(p->next.fd, e->o.src + e->ooff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w <= 0)
+		return send_error(p, w, deadline, err);
+	e->ooff += (size_t)w;
+	return 1;
 }
 
 /* One attempt to take in-stream bytes: >0 progress, 0 none, <0 error. */
 static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    int64_t deadline, struct dpg_err *err)
 {
-	size_t left = e->ilen - e->ioff;
+	size_t left = e->i.len - e->ioff, want;
+	bool red = e->i.mode != IN_COPY;
+	ssize_t r;
 
 	if (p->prev.kind == DPG_LINK_SHM) {
 		size_t avail;
@@ -426,59 +658,32 @@ static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 
 		if (avail > left)
 			avail = left;
-		if (e->iown != NULL)
-			avail -= avail % j->es;
+		if (red)
+			avail -= avail % e->i.wes;
 		if (avail == 0)
 			return 0;
-		if (e->iown != NULL)
-			combine(p, j, e->idst + e->ioff, e->iown + e->ioff, src, avail, e->ifinal);
-		else
-			memcpy(e->idst + e->ioff, src, avail);
+		combine(p, j, e, src, avail);
 		dpg_shm_pipe_consume(p->shm, avail);
 		e->ioff += avail;
 		return 1;
-	} else {
-		ssize_t r;
-		size_t want;
-
-		if (left == e->staged)
-			return 0;	/* cannot happen: whole elements are combined at once */
-		if (e->iown != NULL) {
-			want = left - e->staged;
-			if (want > DPG_RING_STAGE_BYTES - e->staged)
-				want = DPG_RING_STAGE_BYTES - e->staged;
-			r = recv(p->prev.fd, p->stage + e->staged, want, MSG_DONTWAIT);
-		} else {
-			want = left < p->chunk ? left : p->chunk;
-			r = recv(p->prev.fd, e->idst + e->ioff, want, MSG_DONTWAIT);
-		}
-		if (r > 0) {
-			if (e->iown != NULL) {
-				size_t whole;
-
-				e->staged += (size_t)r;
-				whole = e->staged - e->staged % j->es;
-				if (whole > 0) {
-					combine(p, j, e->idst + e->ioff, e->iown + e->ioff,
-						p->stage, whole, e->ifinal);
-					e->ioff += whole;
-					e->staged -= whole;
-					if (e->staged > 0)
-						memmove(p->stage, p->stage + whole, e->staged);
-				}
-			} else {
-				e->ioff += (size_t)r;
-			}
-			return 1;
-		}
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			return 0;
-		if (r == 0 || errno == ECONNRESET)
-			return fail_closed(p, p->prev.peer, deadline, err);
-		dpg_errf(err, "receive from peer rank %d (%s): %s", p->prev.peer,
-			 dpg_cpu_host(p, p->prev.peer), strerror(errno));
-		return fail_self(p, DPG_FAIL_CLOSED, p->prev.peer, -DPG_ERR_SYSTEM, err);
 	}
+	if (e->it < 0)
+		return tcp_recv_stamp(p, j, e, deadline, err);
+	if (left == e->staged)
+		return 0;	/* cannot happen: whole elements are combined at once */
+	if (red) {
+		want = left - e->staged;
+		if (want > DPG_RING_STAGE_BYTES - e->staged)
+			want = DPG_RING_STAGE_BYTES - e->staged;
+		r = recv(p->prev.fd, p->stage + e->staged, want, MSG_DONTWAIT);
+	} else {
+		want = left < p->chunk ? left : p->chunk;
+		r = recv(p->prev.fd, e->i.dst + e->ioff, want, MSG_DONTWAIT);
+	}
+	if (r <= 0)
+		return recv_error(p, r, deadline, err);
+	tcp_took(p, j, e, (size_t)r);
+	return 1;
 }
 
 static int timeout_fail(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
@@ -488,13 +693,14 @@ static int timeout_fail(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
 	return fail_self(p, DPG_FAIL_TIMEOUT, waiting_for, -DPG_ERR_TIMEOUT, err);
 }
 
-/* Our deadline passed while we wait for input from prev over TCP.  On a
- * ring every rank behind a stalled one waits for its own predecessor, so
- * "prev" is the culprit only if prev is not waiting itself: tell next that
- * we are waiting (a WAITING notice), then wait CPU_GRACE_MS for a verdict or
- * for prev's own WAITING notice; if prev waits too, wait longer for the
- * verdict that then comes down the ring from the rank right behind the
- * culprit.  Without one, blame prev as before. */
+/* Our deadline passed while we wait for input from prev.  On a ring every
+ * rank behind a stalled one waits for its own predecessor, so "prev" is the
+ * culprit only if prev is not waiting itself: tell next that we are waiting
+ * (a WAITING notice), then wait CPU_GRACE_MS for a verdict or for prev's own
+ * WAITING notice; if prev waits too (or is on this node, where it cannot say
+ * so), wait n * CPU_GRACE_MS for the verdict that then comes down the ring
+ * (notices, the node's failure word) from the rank right behind the culprit.
+ * Without one, blame prev. */
 static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
 {
 	struct dpg_fail w = { .why = DPG_FAIL_WAITING, .culprit = p->prev.peer,
@@ -502,10 +708,18 @@ static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *e
 	int64_t t0 = dpg_now_ms();
 	struct dpg_fail f;
 
-	if (p->n < 3 || p->prev.kind != DPG_LINK_TCP || waiting_for != p->prev.peer)
+	if (p->n < 3 || p->prev.kind == DPG_LINK_NONE || waiting_for != p->prev.peer)
 		return timeout_fail(p, waiting_for, err);
 	if (p->next.kind == DPG_LINK_TCP)
 		send_notice(p->next.cfd, &w);
+	/* a prev on this node says whether it is inside the collective (then
+	 * it waits for its own prev: wait for the verdict as if it had sent a
+	 * WAITING notice); one that is not is the late rank */
+	if (p->prev.kind == DPG_LINK_SHM) {
+		if (!dpg_shm_pipe_from_busy(p->shm))
+			return timeout_fail(p, waiting_for, err);
+		p->prev_waiting = true;
+	}
 	for (;;) {
 		if (notice_poll(p, &f) > 0)
 			return fail_set(p, &f, err);
@@ -566,17 +780,23 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	if (rc != 0)
 		return rc;
 	if (!tcp_in && !tcp_out) {
-		/* only shared memory to wait for (or nothing: a zero-length tail) */
-		struct dpg_shm_wait w = { .deadline_ms = deadline, .abort = p->uabort,
+		/* only shared memory to wait for (or nothing: a zero-length tail);
+		 * the deadline is ours (eng_health: the verdict protocol), the
+		 * pipe wait only sleeps until then */
+		struct dpg_shm_wait w = { .deadline_ms = deadline + 3600000, .abort = p->uabort,
 					  .abort2 = (const volatile int *)&p->aborted,
 					  .timeout_s = p->timeout_s };
 		bool tcp_any = p->prev.kind == DPG_LINK_TCP || p->next.kind == DPG_LINK_TCP;
+		int64_t left_us = (deadline - dpg_now_ms()) * 1000 + 1000;
 
 		if (p->shm == NULL) {	/* not reached: nothing to wait for */
 			usleep(1000);
 			return 0;
 		}
-		rc = dpg_shm_pipe_wait(p->shm, shm_in, shm_out, &w, tcp_any ? 2000 : 0, err);
+		if (left_us > 50000)
+			left_us = 50000;
+		rc = dpg_shm_pipe_wait(p->shm, shm_in, shm_out, &w, tcp_any ? 2000 : left_us,
+				       err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
 	if (!shm_in && !shm_out && *backoff_us == 0) {
@@ -619,44 +839,130 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	return 0;
 }
 
+/* The stamp from prev is in: the same call as ours, or a mismatch that
+ * every rank hears of (a MISMATCH notice naming prev and us). */
+static int stamp_check(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
+{
+	struct dpg_fail f = { .why = DPG_FAIL_MISMATCH, .culprit = p->prev.peer,
+			      .reporter = p->rank };
+	int rc;
+
+	if (dpg_stamp_equal(&j->stamp, &p->rstamp))
+		return 0;
+	rc = dpg_stamp_mismatch(&j->stamp, p->rank, &p->rstamp, p->prev.peer,
+				(const char *const *)p->hosts, err);
+	if (rc != -DPG_ERR_INVALID)
+		f.why = DPG_FAIL_PROTO;
+	return fail_from(p, rc, &f, err);
+}
+
+/* One non-blocking attempt to read more of the stamp from prev: bytes read,
+ * 0 for none yet, -1 when the link is gone. */
+static ssize_t stamp_more(struct dpg_cpu *p, struct eng *e)
+{
+	size_t left = e->i.len - e->ioff;
+
+	if (p->prev.kind == DPG_LINK_TCP) {
+		ssize_t r = recv(p->prev.fd, e->i.dst + e->ioff, left, MSG_DONTWAIT);
+
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return 0;
+		return r > 0 ? r : -1;
+	} else {
+		size_t avail;
+		const void *src = dpg_shm_pipe_peek(p->shm, &avail);
+
+		if (avail > left)
+			avail = left;
+		memcpy(e->i.dst + e->ioff, src, avail);
+		dpg_shm_pipe_consume(p->shm, avail);
+		return (ssize_t)avail;
+	}
+}
+
+/* We failed on a neighbour's mismatch notice before prev's stamp was in
+ * (the notice overtook it): read the stamp for a moment, and if it differs
+ * from ours, make the failure name both sides here too. */
+static void stamp_salvage(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+			  struct dpg_err *err)
+{
+	int64_t end = dpg_now_ms() + CPU_GRACE_MS;
+	struct dpg_err e2;
+
+	while (e->ioff < e->i.len && dpg_now_ms() < end) {
+		ssize_t r = stamp_more(p, e);
+
+		if (r < 0)
+			return;
+		if (r == 0)
+			usleep(1000);
+		e->ioff += (size_t)r;
+	}
+	if (e->ioff < e->i.len || dpg_stamp_equal(&j->stamp, &p->rstamp) ||
+	    dpg_stamp_mismatch(&j->stamp, p->rank, &p->rstamp, p->prev.peer,
+			       (const char *const *)p->hosts, &e2) != -DPG_ERR_INVALID)
+		return;
+	memcpy(p->fail_msg, e2.msg, sizeof(p->fail_msg));
+	memcpy(err->msg, e2.msg, sizeof(err->msg));
+}
+
+static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+		    struct dpg_err *err);
+
 int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
 {
 	struct eng e;
+	int rc;
+
+	dpg_shm_set_busy(p->shm, true);
+	rc = ring_run(p, j, &e, err);
+	if (rc == -DPG_ERR_INVALID && e.it < 0 && e.ioff < e.i.len)
+		stamp_salvage(p, j, &e, err);
+	dpg_shm_set_busy(p->shm, false);
+	return rc;
+}
+
+static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *ep,
+		    struct dpg_err *err)
+{
 	int64_t deadline = dpg_now_ms() + (int64_t)(p->timeout_s * 1000.0);
 	int64_t backoff = 0, spin_t0 = 0;
 	unsigned iter = 0;
 	int rc;
 
-	memset(&e, 0, sizeof(e));
+	memset(ep, 0, sizeof(*ep));
+	ep->ot = ep->it = -1;	/* the stamps first */
 	p->prev_waiting = false;
 	if (p->shm != NULL)
 		dpg_shm_pipe_begin(p->shm);
-	eng_load_out(p, j, &e);
-	eng_load_in(p, j, &e);
+	eng_load_out(p, j, ep);
+	eng_load_in(p, j, ep);
 	for (;;) {
 		bool progress = false;
 
 		/* retire finished steps (zero-length ones included) */
-		while (e.ot < j->T_out && e.ooff == e.olen) {
-			e.ot++;
-			e.ooff = 0;
-			eng_load_out(p, j, &e);
+		while (ep->ot < j->T_out && ep->ooff == ep->o.len) {
+			ep->ot++;
+			ep->ooff = 0;
+			eng_load_out(p, j, ep);
 		}
-		while (e.it < j->T_in && e.ioff == e.ilen) {
-			e.it++;
-			e.ioff = 0;
-			eng_load_in(p, j, &e);
+		while (ep->it < j->T_in && ep->ioff == ep->i.len) {
+			if (ep->it < 0 && (rc = stamp_check(p, j, err)) != 0)
+				return rc;
+			ep->it++;
+			ep->ioff = 0;
+			eng_load_in(p, j, ep);
 		}
-		if (e.ot >= j->T_out && e.it >= j->T_in)
+		if (ep->ot >= j->T_out && ep->it >= j->T_in)
 			return 0;
-		if (e.ot < j->T_out) {
-			rc = eng_send(p, j, &e, deadline, err);
+		if (ep->ot < j->T_out) {
+			rc = eng_send(p, j, ep, deadline, err);
 			if (rc < 0)
 				return rc;
 			progress |= rc > 0;
 		}
-		if (e.it < j->T_in) {
-			rc = eng_recv(p, j, &e, deadline, err);
+		if (ep->it < j->T_in) {
+			rc = eng_recv(p, j, ep, deadline, err);
 			if (rc < 0)
 				return rc;
 			progress |= rc > 0;
@@ -680,7 +986,7 @@ int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err
 			spin_t0 = 0;
 			backoff = 2;
 		}
-		rc = eng_wait(p, j, &e, deadline, &backoff, err);
+		rc = eng_wait(p, j, ep, deadline, &backoff, err);
 		if (rc < 0)
 			return rc;
 	}

@@ -16,6 +16,7 @@
 #include "dpg.h"
 #include "err.h"
 #include "shm.h"
+#include "stamp.h"
 
 #define DPG_RING_STAGE_BYTES (256u << 10)	/* TCP staging for reduce steps */
 #define DPG_RING_NOTICE_BYTES 16		/* one failure notice on the wire */
@@ -60,8 +61,14 @@ struct dpg_cpu {
 	/* buffers */
 	char *stage;			/* TCP receive staging for reduce steps
 					 * (DPG_RING_STAGE_BYTES) */
-	char *scratch;			/* reduce_scatter partials (grow-only) */
+	char *scratch;			/* reduce_scatter result when recv
+					 * overlaps send (grow-only) */
 	size_t scratch_cap;
+	char *acc;			/* partials in the accumulation type of
+					 * reduce.h, one slot per reduce step
+					 * (grow-only) */
+	size_t acc_cap;
+	struct dpg_stamp rstamp;	/* the stamp received from prev */
 	int32_t *barbuf;		/* n int32 for the ring barrier */
 };
 
@@ -81,7 +88,8 @@ static inline bool dpg_cpu_aborted(const struct dpg_cpu *p)
 /* ------------------------------------------------------------ ring jobs */
 
 /* A collective as the engine runs it: T_out send steps and T_in receive
- * steps over the ring (see ring.c for which block each step carries). */
+ * steps over the ring (see ring.c for which block each step carries),
+ * preceded in both directions by the call's stamp (step -1). */
 enum { DPG_JOB_ALLREDUCE, DPG_JOB_RS, DPG_JOB_AG, DPG_JOB_BCAST };
 
 struct dpg_ring_job {
@@ -97,6 +105,13 @@ struct dpg_ring_job {
 	bool out0_free;		/* out step 0 needs nothing */
 	size_t base, rem;	/* allreduce block split */
 	char *rs_final;		/* RS: where the reduced block goes */
+	size_t aes;		/* > 0: partials travel as accumulators of
+				 * aes bytes (reduce.h), rounded / divided once
+				 * at the last reduce step; reduce step t < n-2
+				 * keeps its partial at p->acc + t*ablk*aes
+				 * (reduce_scatter: t*ablk*es when aes == 0) */
+	size_t ablk;		/* elements of the largest block */
+	struct dpg_stamp stamp;	/* this rank's call, sent first */
 };
 
 static inline int dpg_ring_mod(int a, int n)

@@ -20,6 +20,12 @@
  * MiB up (no read-for-ownership; the buffer would not stay cached anyway).
  * The stage counters are monotonic over the communicator's life, so every
  * rank derives the same stage numbers without extra synchronization.
+ * Stamps: a collective's first stage g0 also carries each rank's stamp in a
+ * cell beside its slot (written once the set is free, read after the rank's
+ * in of g0), compared by every rank before it reads any slot of g0; the
+ * broadcast therefore waits for every rank's in of g0, and the barrier is a
+ * stage without data.  A collective that completed still fails when the
+ * failure word is set at its end, so a late peer of an aborted rank fails too.
  */
 #include "shm.h"
 
@@ -101,6 +107,7 @@ struct shm_ctl {
 	_Atomic uint64_t out;			/* owner: stages copied out */
 	_Atomic uint64_t bar;			/* owner: barriers entered */
 	int32_t pid;
+	_Atomic uint32_t busy;			/* owner: inside a ring collective */
 	_Alignas(SHM_CL) _Atomic uint32_t bell;	/* futex word, bumped by wakers */
 	_Atomic uint32_t nwait;			/* owner: sleeping on bell */
 	_Alignas(SHM_CL) _Atomic uint64_t head;	/* pipe into owner: writer's end */
@@ -128,7 +135,7 @@ struct dpg_shm {
 	size_t S;			/* slot bytes */
 	int K;
 	uint64_t g;			/* next stage */
-	uint64_t bar;
+	char *stamps;			/* K x n stamp cells of SHM_CL bytes */
 	const void **srcs;		/* n source pointers, reused */
 	/* pipes */
 	size_t P;
@@ -174,6 +181,12 @@ int dpg_fail_format(const struct dpg_fail *f, int self, const char *const *hosts
 		break;
 	case DPG_FAIL_ABORTED:
 		dpg_errf(err, "peer rank %d (%s) aborted%s", f->culprit, h, by);
+		break;
+	case DPG_FAIL_MISMATCH:
+		code = -DPG_ERR_INVALID;
+		dpg_errf(err, "collective mismatch: rank %d (%s) issued a different collective "
+			 "than rank %d (%s)", f->culprit, h, f->reporter,
+			 f->reporter >= 0 && hosts != NULL ? hosts[f->reporter] : "?");
 		break;
 	case DPG_FAIL_TIMEOUT:
 		code = -DPG_ERR_TIMEOUT;
@@ -610,7 +623,7 @@ static size_t seg_layout(const struct dpg_shm *s, size_t *ctl_off, size_t *data_
 	*ctl_off = round_up(sizeof(struct shm_hdr), 4096);
 	*data_off = round_up(*ctl_off + (size_t)s->n * sizeof(struct shm_ctl), 4096);
 	if (s->mode == DPG_SHM_DIRECT)
-		data = (size_t)s->K * (size_t)s->n * s->S;
+		data = (size_t)s->K * (size_t)s->n * (s->S + SHM_CL);	/* + stamps */
 	else
 		data = (size_t)s->n * s->P;
 	return *data_off + round_up(data, 4096);
@@ -887,6 +900,8 @@ static void seg_start(struct dpg_shm *s, size_t ctl_off, size_t data_off)
 
 	s->ctl = (struct shm_ctl *)(void *)((char *)s->base + ctl_off);
 	s->data = (char *)s->base + data_off;
+	if (s->mode == DPG_SHM_DIRECT)
+		s->stamps = s->data + (size_t)s->K * (size_t)s->n * s->S;
 	s->ctl[s->me].pid = (int32_t)getpid();
 	if (s->pid_ok)
 		for (q = 0; q < s->n; q++)
@@ -998,6 +1013,87 @@ static int wait_set_free(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wai
 	return wait_all(s, W_OUT, g - (uint64_t)s->K + 1, w, err);
 }
 
+/* The stamp cell of local rank q for stage g (beside the slots). */
+static struct dpg_stamp *stamp_cell(struct dpg_shm *s, uint64_t g, int q)
+{
+	size_t i = (size_t)(g % (uint64_t)s->K) * (size_t)s->n + (size_t)q;
+
+	return (struct dpg_stamp *)(void *)(s->stamps + i * SHM_CL);
+}
+
+/* A collective starts at stage g: once its set is free (every peer is done
+ * comparing the stamps of stage g - K), write ours; peers read it after our
+ * next publish of in. */
+static int stamp_put(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+		     struct dpg_err *err)
+{
+	int rc;
+
+	if (w->stamp == NULL)
+		return 0;
+	rc = wait_set_free(s, g, w, err);
+	if (rc == 0)
+		memcpy(stamp_cell(s, g, s->me), w->stamp, sizeof(*w->stamp));
+	return rc;
+}
+
+/* Compare our stamp with that of every peer that has published stage g's
+ * in (its cell stays until we publish our out of stage g): 0, or the
+ * mismatch (both sides named, the failure word set for the others). */
+static int stamp_cmp(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+		     struct dpg_err *err)
+{
+	struct dpg_stamp st;
+	struct dpg_fail f;
+	int q, rc;
+
+	for (q = 0; q < s->n; q++) {
+		if (q == s->me || atomic_load_explicit(&s->ctl[q].in, memory_order_seq_cst) < g + 1)
+			continue;
+		memcpy(&st, stamp_cell(s, g, q), sizeof(st));
+		if (dpg_stamp_equal(&st, w->stamp))
+			continue;
+		rc = dpg_stamp_mismatch(w->stamp, s->self, &st, s->ranks[q], s->hosts, err);
+		f.why = rc == -DPG_ERR_INVALID ? DPG_FAIL_MISMATCH : DPG_FAIL_PROTO;
+		f.culprit = s->ranks[q];
+		f.reporter = s->self;
+		dpg_shm_fail_publish(s, &f);
+		return rc;
+	}
+	return 0;
+}
+
+/* Wait until every peer has published stage g's in, then compare stamps;
+ * a failed wait is explained by a mismatch with a peer that did arrive. */
+static int wait_stamped(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+			struct dpg_err *err)
+{
+	int rc = wait_all(s, W_IN, g + 1, w, err);
+
+	if (w->stamp != NULL) {
+		struct dpg_err e2 = { "" };
+		int rc2 = stamp_cmp(s, g, w, &e2);
+
+		if (rc2 != 0) {
+			memcpy(err->msg, e2.msg, sizeof(err->msg));
+			return rc2;
+		}
+	}
+	return rc;
+}
+
+/* The end of a collective whose data is complete: it still fails when a
+ * peer failed meanwhile (e.g. was aborted while we were late), so that no
+ * rank reports success while another reports the failure. */
+static int end_check(struct dpg_shm *s, struct dpg_err *err)
+{
+	struct dpg_fail f;
+
+	if (dpg_shm_fail_get(s, &f))
+		return dpg_fail_format(&f, s->self, s->hosts, err);
+	return 0;
+}
+
 static void publish_done(struct dpg_shm *s, uint64_t g)
 {
 	struct shm_ctl *me = &s->ctl[s->me];
@@ -1024,19 +1120,21 @@ static int allreduce_small(struct dpg_shm *s, const char *send, char *recv, size
 	uint64_t g = s->g++;
 	int q, rc;
 
-	rc = wait_set_free(s, g, w, err);
+	rc = stamp_put(s, g, w, err);
+	if (rc == 0)
+		rc = wait_set_free(s, g, w, err);
 	if (rc != 0)
 		return rc;
 	memcpy(slot(s, g, s->me), send, count * es);
 	publish(s, &s->ctl[s->me].in, g + 1);
-	rc = wait_all(s, W_IN, g + 1, w, err);
+	rc = wait_stamped(s, g, w, err);
 	if (rc != 0)
 		return rc;
 	for (q = 0; q < s->n; q++)
 		s->srcs[q] = q == s->me ? (const void *)send : slot(s, g, q);
 	dpg_reduce_n(recv, s->srcs, s->n, count, dt, op, s->n);
 	publish_done(s, g);
-	return 0;
+	return end_check(s, err);
 }
 
 /* Geometry of direct-allreduce stage k: elements [c0, c0 + m) of the
@@ -1092,14 +1190,16 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 	g0 = s->g;
 	s->g += N;
 	ar_geom(s, 0, E, count, es, &st);
-	rc = ar_copy_in(s, g0, &st, send, es, w, err);
+	rc = stamp_put(s, g0, w, err);
+	if (rc == 0)
+		rc = ar_copy_in(s, g0, &st, send, es, w, err);
 	if (rc != 0)
 		return rc;
 	for (k = 0; k < N; k++) {
 		uint64_t g = g0 + k;
 		char *mine = slot(s, g, me);
 
-		rc = wait_all(s, W_IN, g + 1, w, err);
+		rc = k == 0 ? wait_stamped(s, g, w, err) : wait_all(s, W_IN, g + 1, w, err);
 		if (rc != 0)
 			return rc;
 		/* my slice, reduced out of everyone's slot, into my slot */
@@ -1133,7 +1233,7 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 		st = nx;
 	}
 	copy_fence(nt);
-	return 0;
+	return end_check(s, err);
 }
 
 /* reduce_scatter stage g covers elements [o, o + m) of every block; my
@@ -1174,7 +1274,10 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 	N = (rc_count + E - 1) / E;
 	g0 = s->g;
 	s->g += N;
-	rc = rs_copy_in(s, g0, 0, rc_count < E ? rc_count : E, E, send, rc_count, es, w, err);
+	rc = stamp_put(s, g0, w, err);
+	if (rc == 0)
+		rc = rs_copy_in(s, g0, 0, rc_count < E ? rc_count : E, E, send, rc_count, es, w,
+				err);
 	if (rc != 0)
 		return rc;
 	for (k = 0; k < N; k++) {
@@ -1188,7 +1291,7 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 			if (rc != 0)
 				return rc;
 		}
-		rc = wait_all(s, W_IN, g + 1, w, err);
+		rc = k == 0 ? wait_stamped(s, g, w, err) : wait_all(s, W_IN, g + 1, w, err);
 		if (rc != 0)
 			return rc;
 		for (q = 0; q < n; q++)
@@ -1197,7 +1300,7 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 		dpg_reduce_n(recv + o * es, s->srcs, n, m, dt, op, n);
 		publish(s, &s->ctl[me].out, g + 1);
 	}
-	return 0;
+	return end_check(s, err);
 }
 
 int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
@@ -1216,6 +1319,9 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 	N = (sc + E - 1) / E;
 	g0 = s->g;
 	s->g += N;
+	rc = stamp_put(s, g0, w, err);
+	if (rc != 0)
+		return rc;
 	for (k = 0; k <= N; k++) {
 		/* copy-in of stage k runs one ahead of the copy-out of k - 1 */
 		if (k < N) {
@@ -1231,7 +1337,7 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 			uint64_t g = g0 + k - 1;
 			size_t o = (k - 1) * E, m = sc - o < E ? sc - o : E;
 
-			rc = wait_all(s, W_IN, g + 1, w, err);
+			rc = k == 1 ? wait_stamped(s, g, w, err) : wait_all(s, W_IN, g + 1, w, err);
 			if (rc != 0)
 				return rc;
 			for (q = 0; q < n; q++)
@@ -1240,6 +1346,31 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 		}
 	}
 	copy_fence(nt);
+	return end_check(s, err);
+}
+
+/* The root's side of a broadcast: copy every stage in; with stamps, after
+ * the first stage wait for every rank to arrive and compare.  Its out is
+ * published once at the end (no rank waits for it within the call). */
+static int bcast_root(struct dpg_shm *s, const char *buf, size_t count, size_t E, size_t es,
+		      uint64_t g0, const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	size_t o;
+	uint64_t g = g0;
+	int rc;
+
+	for (o = 0; o < count; o += E, g++) {
+		size_t m = count - o < E ? count - o : E;
+
+		rc = wait_set_free(s, g, w, err);
+		if (rc != 0)
+			return rc;
+		memcpy(slot(s, g, s->me), buf + o * es, m * es);
+		publish(s, &s->ctl[s->me].in, g + 1);
+		if (g == g0 && w->stamp != NULL && (rc = wait_stamped(s, g0, w, err)) != 0)
+			return rc;
+	}
+	publish_done(s, g - 1);
 	return 0;
 }
 
@@ -1249,37 +1380,53 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 	char *buf = bufv;
 	size_t es = dpg_dtype_size(dt), E = s->S / es, o;
 	bool nt = count * es >= SHM_NT_BYTES;
+	uint64_t g0 = s->g, g;
 	int rc;
 
-	for (o = 0; o < count; o += E) {
-		size_t m = count - o < E ? count - o : E;
-		uint64_t g = s->g++;
-
-		if (s->me == root) {
-			rc = wait_set_free(s, g, w, err);
-			if (rc != 0)
-				return rc;
-			memcpy(slot(s, g, root), buf + o * es, m * es);
-		} else {
-			struct wcond c = { .kind = W_ONE_IN, .v = g + 1, .q = root };
-
-			rc = shm_wait(s, &c, w, 0, err);
-			if (rc != 0)
-				return rc;
-			copy_out(buf + o * es, slot(s, g, root), m * es, nt);
-		}
-		publish_done(s, g);
+	if (count == 0)
+		return 0;
+	s->g += (count + E - 1) / E;
+	rc = stamp_put(s, g0, w, err);
+	if (rc == 0 && s->me == root)
+		rc = bcast_root(s, buf, count, E, es, g0, w, err);
+	if (rc == 0 && s->me != root && w->stamp != NULL) {
+		/* announce our stamp; every rank compares with every other */
+		publish(s, &s->ctl[s->me].in, g0 + 1);
+		rc = wait_stamped(s, g0, w, err);
 	}
+	for (o = 0, g = g0; rc == 0 && s->me != root && o < count; o += E, g++) {
+		size_t m = count - o < E ? count - o : E;
+		struct wcond c = { .kind = W_ONE_IN, .v = g + 1, .q = root };
+
+		rc = shm_wait(s, &c, w, 0, err);
+		if (rc == 0) {
+			copy_out(buf + o * es, slot(s, g, root), m * es, nt);
+			publish_done(s, g);
+		}
+	}
+	if (rc != 0)
+		return rc;
 	copy_fence(nt);
-	return 0;
+	return end_check(s, err);
 }
 
+/* A barrier is a stage without data: everyone's in, then done. */
 int dpg_shm_barrier(struct dpg_shm *s, const struct dpg_shm_wait *w, struct dpg_err *err)
 {
-	uint64_t b = ++s->bar;
+	uint64_t g = s->g++;
+	int rc;
 
-	publish(s, &s->ctl[s->me].bar, b);
-	return wait_all(s, W_BAR, b, w, err);
+	rc = stamp_put(s, g, w, err);
+	if (rc == 0)
+		rc = wait_set_free(s, g, w, err);
+	if (rc != 0)
+		return rc;
+	publish(s, &s->ctl[s->me].in, g + 1);
+	rc = wait_stamped(s, g, w, err);
+	if (rc != 0)
+		return rc;
+	publish_done(s, g);
+	return end_check(s, err);
 }
 
 /* ------------------------------------------------------------ pipes mode */
@@ -1324,6 +1471,28 @@ const void *dpg_shm_pipe_peek(struct dpg_shm *s, size_t *avail)
 		n = s->P - off;
 	*avail = n;
 	return s->data + (size_t)s->me * s->P + off;
+}
+
+void dpg_shm_pipe_align(struct dpg_shm *s, bool out, size_t a)
+{
+	if (out) {
+		s->wpos = round_up(s->wpos, a);
+	} else if (s->pipe_from >= 0) {
+		s->rpos = round_up(s->rpos, a);
+		atomic_store_explicit(&s->ctl[s->me].tail, s->rpos, memory_order_seq_cst);
+	}
+}
+
+void dpg_shm_set_busy(struct dpg_shm *s, bool on)
+{
+	if (s != NULL)
+		atomic_store_explicit(&s->ctl[s->me].busy, on ? 1u : 0u, memory_order_seq_cst);
+}
+
+bool dpg_shm_pipe_from_busy(struct dpg_shm *s)
+{
+	return s != NULL && s->pipe_from >= 0 &&
+	       atomic_load_explicit(&s->ctl[s->pipe_from].busy, memory_order_seq_cst) != 0;
 }
 
 void dpg_shm_pipe_consume(struct dpg_shm *s, size_t n)

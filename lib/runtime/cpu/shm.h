@@ -25,6 +25,7 @@
 
 #include "dpg.h"
 #include "err.h"
+#include "stamp.h"
 
 struct dpg_store;
 struct dpg_shm;
@@ -41,6 +42,8 @@ enum dpg_fail_why {
 				 * for culprit, its ring predecessor, and asks
 				 * its successor to wait for the verdict (TCP
 				 * notices only, never in the failure word) */
+	DPG_FAIL_MISMATCH,	/* culprit and reporter issued different
+				 * collectives (stamp.h): DPG_ERR_INVALID */
 	DPG_FAIL_BADWORD,	/* the node segment's failure word was invalid
 				 * (corrupt, or written by another process):
 				 * culprit -1, reporter the rank that read it */
@@ -112,11 +115,19 @@ struct dpg_shm_wait {
 	const volatile int *abort;	/* the user's flag (may be NULL) */
 	const volatile int *abort2;	/* the communicator's own flag */
 	double timeout_s;		/* for messages */
+	const struct dpg_stamp *stamp;	/* direct mode: this rank's call, checked
+					 * against every peer's (NULL: none) */
 };
 
 /* Direct-mode collectives (all ranks of the communicator local; the local
  * index is the comm rank).  Same arguments and semantics as the dpg_comm_ops
- * functions; return 0 or a negated dpg_status_t with err filled in. */
+ * functions; return 0 or a negated dpg_status_t with err filled in.  With
+ * w->stamp, each rank writes its stamp into a cell beside its slot of the
+ * collective's first stage and compares every peer's before it reads their
+ * data: a mismatch is DPG_ERR_INVALID naming both sides on every rank (the
+ * broadcast then waits for every rank to arrive, the barrier is a stage).
+ * A collective whose data is complete still fails if the failure word is set
+ * when it ends (a peer aborted or failed meanwhile). */
 int dpg_shm_allreduce(struct dpg_shm *s, const void *send, void *recv, size_t count,
 		      dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
 		      struct dpg_err *err);
@@ -140,6 +151,14 @@ void dpg_shm_pipe_begin(struct dpg_shm *s);
 size_t dpg_shm_pipe_write(struct dpg_shm *s, const void *buf, size_t len, size_t align);
 const void *dpg_shm_pipe_peek(struct dpg_shm *s, size_t *avail);
 void dpg_shm_pipe_consume(struct dpg_shm *s, size_t n);
+/* This rank is inside a ring collective (on) or not; whether the rank that
+ * writes our in-pipe is (a waiting one is no culprit of our timeout). */
+void dpg_shm_set_busy(struct dpg_shm *s, bool on);
+bool dpg_shm_pipe_from_busy(struct dpg_shm *s);
+/* Round this rank's out-pipe (out) or in-pipe position up to a multiple of
+ * a (a power of two <= 4096), for elements wider than 8 bytes: both ends do
+ * it at the same point of the stream. */
+void dpg_shm_pipe_align(struct dpg_shm *s, bool out, size_t a);
 bool dpg_shm_pipe_writable(struct dpg_shm *s);
 bool dpg_shm_pipe_readable(struct dpg_shm *s);
 /* Sleep until the in-pipe has data (want_read) or the out-pipe has room

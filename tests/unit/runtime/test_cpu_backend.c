@@ -752,6 +752,10 @@ static int fail_child(int rank, void *argp)
 	if (a->mode == 1) {
 		CHK(rc == -DPG_ERR_TIMEOUT, "expected a timeout, got %d: %s", rc, err.msg);
 		CHK(strstr(err.msg, "timed out") != NULL, "message: %s", err.msg);
+		/* the late rank is blamed, never a rank that did call */
+		snprintf(want, sizeof(want), "peer rank %d (", a->victim);
+		CHK(strstr(err.msg, want) != NULL, "the timeout blames another rank than the "
+		    "late rank %d: %s", a->victim, err.msg);
 	} else {
 		CHK(rc == -DPG_ERR_PEER, "expected a peer failure, got %d: %s", rc, err.msg);
 		snprintf(want, sizeof(want), "peer rank %d (127.0.0.1)", a->victim);
@@ -818,6 +822,8 @@ static void test_timeout(void **state)
 	run_fail(3, L_SHM, 2, 1);
 	run_fail(3, L_TCP, 2, 1);
 	run_fail(4, L_HALF, 1, 1);
+	run_fail(4, L_RING_SHM, 2, 1);
+	run_fail(5, L_INTERLEAVE, 3, 1);
 }
 
 /* Abort: while rank 0 waits for a peer that never calls, another thread
@@ -891,6 +897,340 @@ static void test_abort(void **state)
 			snprintf(a.name, sizeof(a.name), "abort%d.%d", g_name_seq++, i);
 			assert_int_equal(run_ranks(3, abort_child, &a, 60), 0);
 		}
+}
+
+/* ------------------------------------------------------------ issue 17 */
+
+/* f16 / bf16 sums are one rounding of the f32 sum on every path.  Inputs
+ * whose f32 sums are exact in any order (few significant bits, a narrow
+ * exponent range): the result must then be exactly round16(exact sum) on
+ * every rank, every layout and every block of the ring, so one node and
+ * several give the same bits.  Rank 0 also contributes 256 and the others 1
+ * at the first elements: 256 + 1 + 1 = 258 (representable in bf16), which
+ * per-hop rounding turns into 256. */
+static double exact_val(dpg_dtype_t dt, int r, size_t i, int salt)
+{
+	uint64_t h = ((uint64_t)r * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)i * 0xbf58476d1ce4e5b9ull) ^
+		     ((uint64_t)salt * 0x94d049bb133111ebull);
+	int bf = dt == DPG_BF16;
+	double m, v;
+
+	h ^= h >> 31;
+	h *= 0xd6e9f8cc5b8f7d1dull;
+	h ^= h >> 29;
+	if (i < 3)
+		return r == 0 ? 256.0 : 1.0;
+	/* bf16: 8 significant bits, 2^-13 .. 2^6; f16: 11 bits, 2^-14 .. 2^5 */
+	m = bf ? (double)(128 + h % 128) : (double)(1024 + h % 1024);
+	v = ldexp(m, (int)((h >> 12) % (bf ? 12 : 9)) - (bf ? 13 : 14));
+	return (h >> 20) & 1 ? -v : v;
+}
+
+static int check_exact16(struct dpg_comm *c, dpg_dtype_t dt, dpg_op_t op, bool rs, size_t cnt,
+			 int salt)
+{
+	int n = c->size, r;
+	size_t total = rs ? cnt * (size_t)n : cnt, i;
+	uint16_t *send = (uint16_t *)(void *)xmalloc(total * 2);
+	uint16_t *recv = (uint16_t *)(void *)xmalloc(total * 2);
+	struct dpg_err err = { "" };
+	int rc;
+
+	for (i = 0; i < total; i++)
+		put(dt, send, i, exact_val(dt, c->rank, i, salt));
+	rc = rs ? c->ops->reduce_scatter(c, send, recv, cnt, dt, op, NULL, &err)
+		: c->ops->allreduce(c, send, recv, cnt, dt, op, NULL, &err);
+	CHK(rc == 0, "%s %s: %d %s", rs ? "reduce_scatter" : "allreduce", DTN[dt], rc, err.msg);
+	for (i = 0; i < cnt; i++) {
+		size_t gi = rs ? (size_t)c->rank * cnt + i : i;
+		double sum = 0;
+		float f;
+		uint16_t want;
+
+		for (r = 0; r < n; r++)
+			sum += stored(dt, exact_val(dt, r, gi, salt));
+		f = (float)sum;	/* exact by construction */
+		CHK((double)f == sum, "test inputs: inexact f32 sum");
+		if (op == DPG_AVG)
+			f /= (float)n;
+		want = dt == DPG_BF16 ? dpg_f32_to_bf16(f) : dpg_f32_to_f16(f);
+		CHK(recv[i] == want, "%s %s %s n=%d [%zu]: got %.9g (0x%04x), want one rounding "
+		    "of the f32 sum %.9g (0x%04x)", rs ? "reduce_scatter" : "allreduce", DTN[dt],
+		    OPN[op], n, gi, get(dt, recv, i), recv[i], (double)f, want);
+	}
+	free(send);
+	free(recv);
+	return 0;
+}
+
+static int exact16_child(int rank, void *argp)
+{
+	const struct coll_arg *a = argp;
+	struct rank_env re;
+	size_t counts[] = { 3, 7, 1001, 70001 };
+	int d, o, k, salt = 0;
+
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 30.0, NULL) != 0)
+		return 1;
+	for (d = 0; d < 2; d++)
+		for (o = 0; o < 2; o++)
+			for (k = 0; k < 4; k++) {
+				dpg_dtype_t dt = d ? DPG_BF16 : DPG_F16;
+				dpg_op_t op = o ? DPG_AVG : DPG_SUM;
+
+				if (check_exact16(&re.c, dt, op, false, counts[k], ++salt) ||
+				    check_exact16(&re.c, dt, op, true, counts[k], ++salt))
+					return 1;
+			}
+	rank_stop(&re);
+	return 0;
+}
+
+static void test_half_one_rounding(void **state)
+{
+	static const int cases[][2] = { { 3, L_TCP }, { 4, L_TCP }, { 3, L_SHM }, { 4, L_HALF },
+					{ 3, L_RING_SHM }, { 5, L_INTERLEAVE }, { 2, L_TCP } };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct coll_arg a = { .n = cases[i][0], .layout = cases[i][1] };
+
+		snprintf(a.name, sizeof(a.name), "x16.%d.%s.%d", g_name_seq++,
+			 layout_name(a.layout), a.n);
+		assert_int_equal(run_ranks(a.n, exact16_child, &a, 60), 0);
+	}
+}
+
+/* Integer avg divides the sum in a wider type: avg(2e9, 2e9) = 2e9. */
+static int int_avg_child(int rank, void *argp)
+{
+	const struct coll_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	int32_t x32[5], r32[5 * 4];
+	int64_t x64[5], r64[5 * 4];
+	int i, rc;
+
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 30.0, NULL) != 0)
+		return 1;
+	for (i = 0; i < 5; i++) {
+		x32[i] = i % 2 ? -2000000000 : 2000000000;
+		x64[i] = i % 2 ? -9000000000000000000ll : 9000000000000000000ll;
+	}
+	rc = re.c.ops->allreduce(&re.c, x32, r32, 5, DPG_I32, DPG_AVG, NULL, &err);
+	CHK(rc == 0, "i32 avg: %s", err.msg);
+	rc = re.c.ops->allreduce(&re.c, x64, r64, 5, DPG_I64, DPG_AVG, NULL, &err);
+	CHK(rc == 0, "i64 avg: %s", err.msg);
+	for (i = 0; i < 5; i++) {
+		CHK(r32[i] == x32[i], "i32 avg n=%d [%d] = %d, want %d", a->n, i, r32[i], x32[i]);
+		CHK(r64[i] == x64[i], "i64 avg n=%d [%d] = %lld, want %lld", a->n, i,
+		    (long long)r64[i], (long long)x64[i]);
+	}
+	/* reduce_scatter: the same, rank r's block of 5 */
+	{
+		int32_t s32[5 * 4];
+		int64_t s64[5 * 4];
+
+		for (i = 0; i < 5 * a->n; i++) {
+			s32[i] = x32[i % 5];
+			s64[i] = x64[i % 5];
+		}
+		rc = re.c.ops->reduce_scatter(&re.c, s32, r32, 5, DPG_I32, DPG_AVG, NULL, &err);
+		CHK(rc == 0, "i32 avg rs: %s", err.msg);
+		rc = re.c.ops->reduce_scatter(&re.c, s64, r64, 5, DPG_I64, DPG_AVG, NULL, &err);
+		CHK(rc == 0, "i64 avg rs: %s", err.msg);
+		for (i = 0; i < 5; i++)
+			CHK(r32[i] == x32[i] && r64[i] == x64[i], "rs avg n=%d [%d] = %d / %lld",
+			    a->n, i, r32[i], (long long)r64[i]);
+	}
+	rank_stop(&re);
+	return 0;
+}
+
+static void test_int_avg_wide(void **state)
+{
+	static const int cases[][2] = { { 2, L_SHM }, { 2, L_TCP }, { 3, L_TCP }, { 4, L_HALF },
+					{ 3, L_SHM } };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct coll_arg a = { .n = cases[i][0], .layout = cases[i][1] };
+
+		snprintf(a.name, sizeof(a.name), "iavg.%d.%s.%d", g_name_seq++,
+			 layout_name(a.layout), a.n);
+		assert_int_equal(run_ranks(a.n, int_avg_child, &a, 60), 0);
+	}
+}
+
+/* Collectives that do not match: every rank gets an error naming both
+ * sides within a few seconds (the call timeout is 20 s). */
+struct mm_call {
+	int kind;		/* 0 allreduce, 1 broadcast, 2 barrier, 3 rs, 4 ag */
+	size_t count;
+	dpg_dtype_t dt;
+	dpg_op_t op;
+	int root;
+	uint64_t seq;
+};
+
+struct mm_case {
+	struct mm_call a, b;	/* b: what rank `odd` issues; a: everyone else */
+	const char *sa, *sb;	/* both must appear in every detailed message */
+};
+
+static const struct mm_case MM_CASES[] = {
+	{ { 0, 8, DPG_F32, DPG_SUM, 0, 0 }, { 0, 4, DPG_F32, DPG_SUM, 0, 0 }, "8 x f32", "4 x f32" },
+	{ { 0, 8, DPG_F32, DPG_SUM, 0, 0 }, { 0, 8, DPG_I32, DPG_SUM, 0, 0 }, "x f32", "x i32" },
+	{ { 0, 8, DPG_F32, DPG_SUM, 0, 0 }, { 0, 8, DPG_F32, DPG_MAX, 0, 0 }, "sum", "max" },
+	{ { 1, 8, DPG_F32, DPG_SUM, 0, 0 }, { 1, 8, DPG_F32, DPG_SUM, 1, 0 }, "root 0", "root 1" },
+	{ { 0, 8, DPG_F32, DPG_SUM, 0, 0 }, { 1, 4, DPG_F32, DPG_SUM, 0, 0 }, "allreduce",
+	  "broadcast" },
+	{ { 2, 0, DPG_F32, DPG_SUM, 0, 0 }, { 0, 8, DPG_F32, DPG_SUM, 0, 0 }, "barrier",
+	  "allreduce" },
+	{ { 3, 8, DPG_F32, DPG_SUM, 0, 0 }, { 4, 8, DPG_F32, DPG_SUM, 0, 0 }, "reduce_scatter",
+	  "all_gather" },
+	/* a rank whose previous call failed its argument checks (coll.c counts
+	 * it): its next call is #1 where the others issue #0 */
+	{ { 0, 8, DPG_F32, DPG_SUM, 0, 0 }, { 0, 8, DPG_F32, DPG_SUM, 0, 1 }, "#0", "#1" },
+};
+
+struct mm_arg {
+	int n, layout, odd, which;
+	char name[48];
+};
+
+static int mm_issue(struct dpg_comm *c, const struct mm_call *k, float *buf, struct dpg_err *err)
+{
+	c->seq = k->seq;
+	switch (k->kind) {
+	case 0:
+		return c->ops->allreduce(c, buf, buf, k->count, k->dt, k->op, NULL, err);
+	case 1:
+		return c->ops->broadcast(c, buf, k->count, k->dt, k->root, NULL, err);
+	case 2:
+		return c->ops->barrier(c, err);
+	case 3:
+		return c->ops->reduce_scatter(c, buf, buf + 64, k->count, k->dt, k->op, NULL, err);
+	default:
+		return c->ops->all_gather(c, buf, buf + 64, k->count, k->dt, NULL, err);
+	}
+}
+
+static int mm_child(int rank, void *argp)
+{
+	const struct mm_arg *a = argp;
+	const struct mm_case *mc = &MM_CASES[a->which];
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	float buf[256] = { 0 };
+	char other[32];
+	double t0;
+	int rc;
+
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, NULL) != 0)
+		return 1;
+	t0 = mono_s();
+	rc = mm_issue(&re.c, rank == a->odd ? &mc->b : &mc->a, buf, &err);
+	CHK(rc == -DPG_ERR_INVALID, "case %d (%s): expected a mismatch error, got %d after "
+	    "%.2f s: %s", a->which, layout_name(a->layout), rc, mono_s() - t0, err.msg);
+	CHK(mono_s() - t0 < 5.0, "case %d: the mismatch took %.2f s", a->which, mono_s() - t0);
+	/* the odd rank may name either neighbour; the others name the odd one */
+	snprintf(other, sizeof(other), "rank %d", rank == a->odd ? (a->odd + 1) % a->n : a->odd);
+	if (rank == a->odd && strstr(err.msg, other) == NULL)
+		snprintf(other, sizeof(other), "rank %d", (a->odd + a->n - 1) % a->n);
+	CHK(strstr(err.msg, "mismatch") != NULL && strstr(err.msg, other) != NULL,
+	    "case %d (%s n=%d): message does not name %s: %s", a->which, layout_name(a->layout),
+	    a->n, other, err.msg);
+	if (a->n == 2)
+		CHK(strstr(err.msg, mc->sa) != NULL && strstr(err.msg, mc->sb) != NULL,
+		    "case %d (%s): message does not show both sides ('%s', '%s'): %s", a->which,
+		    layout_name(a->layout), mc->sa, mc->sb, err.msg);
+	/* the communicator stays failed */
+	CHK(re.c.ops->allreduce(&re.c, buf, buf, 4, DPG_F32, DPG_SUM, NULL, &err) != 0,
+	    "a call after the mismatch succeeded");
+	rank_stop(&re);
+	return 0;
+}
+
+static void run_mismatch(int n, int layout, int odd, int which)
+{
+	struct mm_arg a = { .n = n, .layout = layout, .odd = odd, .which = which };
+
+	snprintf(a.name, sizeof(a.name), "mm%d.%s.%d", g_name_seq++, layout_name(layout), n);
+	assert_int_equal(run_ranks(n, mm_child, &a, 40), 0);
+}
+
+static void test_mismatch(void **state)
+{
+	static const int layouts[] = { L_SHM, L_TCP, L_RING_SHM };
+	size_t w;
+	int l;
+
+	(void)state;
+	for (l = 0; l < 3; l++)
+		for (w = 0; w < sizeof(MM_CASES) / sizeof(MM_CASES[0]); w++)
+			run_mismatch(2, layouts[l], 1, (int)w);
+	/* more ranks: count and kind, the odd one in the middle */
+	run_mismatch(3, L_SHM, 1, 0);
+	run_mismatch(3, L_TCP, 1, 0);
+	run_mismatch(4, L_HALF, 2, 0);
+	run_mismatch(3, L_TCP, 1, 7);
+	run_mismatch(3, L_SHM, 2, 4);
+}
+
+/* Abort on shared memory: rank 0 is aborted while it waits for rank 1;
+ * rank 1 arrives later and must not complete that allreduce with DPG_OK. */
+static int late_abort_child(int rank, void *argp)
+{
+	const struct fail_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	int rc;
+
+	g_abort_flag = 0;
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, &g_abort_flag) != 0)
+		return 1;
+	if (rank == 0) {
+		pthread_t t;
+
+		g_abort_comm = &re.c;
+		pthread_create(&t, NULL, raise_abort, &re);
+		float *y = (float *)(void *)xmalloc(100000 * sizeof(float));
+
+		rc = re.c.ops->allreduce(&re.c, y, y, a->mode ? 100000 : 64, DPG_F32, DPG_SUM,
+					 NULL, &err);
+		free(y);
+		pthread_join(t, NULL);
+		CHK(rc == -DPG_ERR_ABORTED, "expected aborted, got %d: %s", rc, err.msg);
+		usleep(1500000);	/* stay alive while rank 1 runs its call */
+	} else {
+		size_t cnt = a->mode ? 100000 : 64;
+		float *y = (float *)(void *)xmalloc(cnt * sizeof(float));
+
+		usleep(800000);		/* late: after rank 0's abort */
+		rc = re.c.ops->allreduce(&re.c, y, y, cnt, DPG_F32, DPG_SUM, NULL, &err);
+		free(y);
+		CHK(rc == -DPG_ERR_PEER || rc == -DPG_ERR_ABORTED,
+		    "the late peer got %d (%s) while rank 0 was aborted", rc, err.msg);
+		CHK(strstr(err.msg, "rank 0") != NULL, "message: %s", err.msg);
+	}
+	rank_stop(&re);
+	return 0;
+}
+
+static void test_abort_late_peer(void **state)
+{
+	int mode;
+
+	(void)state;
+	for (mode = 0; mode < 2; mode++) {
+		struct fail_arg a = { .n = 2, .layout = L_SHM, .victim = -1, .mode = mode };
+
+		snprintf(a.name, sizeof(a.name), "labort%d", g_name_seq++);
+		assert_int_equal(run_ranks(2, late_abort_child, &a, 60), 0);
+	}
 }
 
 /* ------------------------------------------------------------ strangers */
@@ -1467,6 +1807,10 @@ int main(void)
 		cmocka_unit_test(test_kill_mixed),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_abort),
+		cmocka_unit_test(test_half_one_rounding),
+		cmocka_unit_test(test_int_avg_wide),
+		cmocka_unit_test(test_mismatch),
+		cmocka_unit_test(test_abort_late_peer),
 		cmocka_unit_test(test_rdv_strangers),
 		cmocka_unit_test(test_rdv_blame),
 		cmocka_unit_test(test_hello_mac),

@@ -1061,6 +1061,51 @@ static void test_abort_from_thread(void **state)
 	expect_all_ok(&j);
 }
 
+/* ------------------------------------------------ a refused call */
+
+/* Rank 1's first allreduce fails its argument checks; then both ranks issue
+ * a valid one.  Rank 0's first call must not pair with rank 1's second: both
+ * get a mismatch naming both calls' numbers, within seconds. */
+static void body_refused_call(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_comm_t *w;
+	float x[4] = { 1, 2, 3, 4 };
+	dpg_status_t st;
+	double t0;
+
+	(void)j;
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	w = dpg_world(ctx);
+	if (rank == 1) {
+		st = dpg_allreduce(w, NULL, x, 4, DPG_F32, DPG_SUM, NULL);
+		CHK(st == DPG_ERR_INVALID, "NULL send: %s", dpg_strerror(st));
+		CHK(strstr(dpg_last_error(ctx), "allreduce #0") != NULL, "%s",
+		    dpg_last_error(ctx));
+	}
+	t0 = now_s();
+	st = dpg_allreduce(w, x, x, 4, DPG_F32, DPG_SUM, NULL);
+	printf("# rank %d: %s after %.3f s: %s\n", rank, dpg_strerror(st), now_s() - t0,
+	       dpg_last_error(ctx));
+	CHK(st == DPG_ERR_INVALID, "rank %d: the valid call paired silently: %s (%s)", rank,
+	    dpg_strerror(st), dpg_last_error(ctx));
+	CHK(now_s() - t0 < 5.0, "took %.2f s", now_s() - t0);
+	CHK(strstr(dpg_last_error(ctx), "mismatch") != NULL &&
+	    strstr(dpg_last_error(ctx), "allreduce #0 (4 x f32, sum)") != NULL &&
+	    strstr(dpg_last_error(ctx), "allreduce #1 (4 x f32, sum)") != NULL &&
+	    strstr(dpg_last_error(ctx), rank == 0 ? "rank 1" : "rank 0") != NULL,
+	    "message: %s", dpg_last_error(ctx));
+	dpg_finalize(ctx);
+}
+
+static void test_refused_call_does_not_pair(void **state)
+{
+	struct job j = { .n = 2, .body = body_refused_call, .timeout_s = 20, .limit_s = 40 };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1084,6 +1129,7 @@ int main(void)
 		cmocka_unit_test(test_dead_rank),
 		cmocka_unit_test(test_late_death),
 		cmocka_unit_test(test_abort_from_thread),
+		cmocka_unit_test(test_refused_call_does_not_pair),
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);

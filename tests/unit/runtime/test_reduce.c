@@ -136,11 +136,21 @@ static double ref_float(dpg_dtype_t dt, dpg_op_t op, const double *v, int ns, in
 	}
 }
 
-/* Reference for integers: two's complement wrap-around in the dtype. */
+/* Reference for integers: two's complement wrap-around in the dtype; avg
+ * divides the exact sum (it cannot wrap). */
 static int64_t ref_int(dpg_dtype_t dt, dpg_op_t op, const int64_t *v, int ns, int div)
 {
 	int64_t a = v[0];
 
+	if (op == DPG_AVG && div > 0) {
+		__int128 x = 0;
+
+		for (int q = 0; q < ns; q++)
+			x += v[q];
+		x /= div;	/* truncation toward zero */
+		/* div < ns can leave the dtype's range: the store wraps */
+		return dt == DPG_I32 ? (int32_t)(uint32_t)(uint64_t)(int64_t)x : (int64_t)x;
+	}
 	for (int q = 1; q < ns; q++) {
 		if (op == DPG_MIN)
 			a = v[q] < a ? v[q] : a;
@@ -421,7 +431,7 @@ static void test_integer_wraparound(void **state)
 		for (size_t i = 0; i < len; i++)
 			assert_int_equal(d32[i], INT32_MIN + (int32_t)i + 1);
 	}
-	/* avg of the wrapped sum, truncated toward zero: (-7) / 2 = -3 */
+	/* avg truncates toward zero: (-7) / 2 = -3 */
 	for (size_t i = 0; i < len; i++) {
 		a32[i] = -4;
 		b32[i] = -3;
@@ -429,6 +439,48 @@ static void test_integer_wraparound(void **state)
 	dpg_reduce2(d32, a32, b32, len, DPG_I32, DPG_AVG, 2);
 	for (size_t i = 0; i < len; i++)
 		assert_int_equal(d32[i], -3);
+}
+
+/* Integer avg sums in a wider type: avg(2e9, 2e9) = 2e9 (a sum in i32 would
+ * wrap to a negative number), the same for i64 near its limits, for the bulk
+ * kernel, the accumulator steps of the ring and the element reference. */
+static void test_int_avg_no_wrap(void **state)
+{
+	int32_t a32[40], d32[40];
+	int64_t a64[40], d64[40], acc[40 * 2];
+	const void *s32[3] = { a32, a32, a32 }, *s64[3] = { a64, a64, a64 };
+
+	(void)state;
+	for (int i = 0; i < 40; i++) {
+		a32[i] = i % 2 ? -2000000000 : 2000000000;
+		a64[i] = i % 2 ? INT64_MIN + 1 : INT64_MAX - (int64_t)i;
+	}
+	for (int ns = 2; ns <= 3; ns++) {
+		dpg_reduce_n(d32, s32, ns, 40, DPG_I32, DPG_AVG, ns);
+		dpg_reduce_n(d64, s64, ns, 40, DPG_I64, DPG_AVG, ns);
+		for (int i = 0; i < 40; i++) {
+			assert_int_equal(d32[i], a32[i]);
+			assert_true(d64[i] == a64[i]);
+		}
+	}
+	for (int i = 0; i < 40; i++) {
+		dpg_red_elem(d32, a32, a32, (size_t)i, DPG_I32, DPG_AVG, 2);
+		dpg_red_elem(d64, a64, a64, (size_t)i, DPG_I64, DPG_AVG, 2);
+		assert_int_equal(d32[i], a32[i]);
+		assert_true(d64[i] == a64[i]);
+	}
+	/* three ranks through the ring's accumulators: (a + a) + a, / 3 */
+	assert_int_equal(dpg_reduce_acc_size(DPG_I32, DPG_AVG), 8);
+	assert_int_equal(dpg_reduce_acc_size(DPG_I64, DPG_AVG), 16);
+	assert_int_equal(dpg_reduce_acc_size(DPG_I32, DPG_SUM), 0);
+	dpg_reduce_acc(acc, a32, a32, false, 40, DPG_I32);
+	dpg_reduce_acc_final(d32, a32, acc, 40, DPG_I32, DPG_AVG, 3);
+	dpg_reduce_acc(acc, a64, a64, false, 40, DPG_I64);
+	dpg_reduce_acc_final(d64, a64, acc, 40, DPG_I64, DPG_AVG, 3);
+	for (int i = 0; i < 40; i++) {
+		assert_int_equal(d32[i], a32[i]);
+		assert_true(d64[i] == a64[i]);
+	}
 }
 
 /* Unknown dtype or op, no source, zero count: dst untouched. */
@@ -471,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_nan_propagates),
 		cmocka_unit_test(test_ties_to_even),
 		cmocka_unit_test(test_integer_wraparound),
+		cmocka_unit_test(test_int_avg_no_wrap),
 		cmocka_unit_test(test_noop_cases),
 		cmocka_unit_test(test_isa),
 	};

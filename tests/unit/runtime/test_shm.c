@@ -838,10 +838,14 @@ static int badword_rank(struct rk *r)
 		CHK(post(r, "mapped") == 0, "post");
 	}
 	CHK(dpg_shm_barrier(s, &w, &err) == 0, "barrier: %s", err.msg);
+	/* both ranks are out of the barrier before the word changes (a rank
+	 * still inside it would rightly report the bad word there) */
 	if (r->rank == 0) {
+		CHK(await(r, "through") == 0, "await");
 		__atomic_store_n(word, BAD_WORDS[which], __ATOMIC_SEQ_CST);
 		CHK(post(r, "written") == 0, "post");
 	} else {
+		CHK(post(r, "through") == 0, "post");
 		CHK(await(r, "written") == 0, "await");
 	}
 	rc = dpg_shm_check(s, false, false, &err);
