@@ -48,7 +48,7 @@ st_valgrind() {
 	local t rc=0 n=0
 	for t in $(find build/werror/tests/unit -name 'test_*' -type f -perm -u+x ! -name '*.*' ! -path '*/.libs/*' | sort); do
 		n=$((n + 1))
-		if build/werror/libtool --mode=execute valgrind -q --error-exitcode=99 \
+		if build/werror/libtool --mode=execute valgrind -q --error-exitcode=99 --suppressions=tests/unit/valgrind.supp \
 			--leak-check=full --errors-for-leak-kinds=definite,indirect "$t" >/dev/null; then
 			echo "valgrind clean: $t"
 		else

@@ -118,3 +118,8 @@ int dpg_ct_equal(const void *a, const void *b, size_t n)
 {
 	return CRYPTO_memcmp(a, b, n) == 0;
 }
+
+void dpg_digest_thread_stop(void)
+{
+	OPENSSL_thread_stop();
+}

@@ -38,6 +38,10 @@ void dpg_hmac_sha256_drop(struct dpg_hmac_sha256 *c);
 int dpg_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
 		    uint8_t out[DPG_SHA256_LEN]);
 
+/* A thread that used these functions is about to end: free libcrypto's
+ * per-thread state now (its error queue), not at process exit. */
+void dpg_digest_thread_stop(void);
+
 /* 1 if the n bytes at a and b are equal, else 0; the time taken depends on
  * n only, never on where the buffers differ. */
 int dpg_ct_equal(const void *a, const void *b, size_t n);

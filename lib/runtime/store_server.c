@@ -12,6 +12,7 @@
  * rank that will retry), and they get a short deadline.  stop() in a forked
  * child does nothing: the server thread, epoll set and eventfd belong to the
  * parent. */
+#include "digest.h"	/* dpg_digest_thread_stop */
 #include "store.h"
 #include "store_server.h"
 
@@ -691,6 +692,7 @@ static void *server_main(void *arg)
 		expire_unauth(s, dpg_now_ms());
 		bury(s);
 	}
+	dpg_digest_thread_stop();
 	return NULL;
 }
 

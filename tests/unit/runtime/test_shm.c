@@ -941,7 +941,7 @@ static void test_dev_shm_full(void **state)
 {
 	(void)state;
 	if (unshare(CLONE_NEWNS) != 0 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
 	    mount("dpgtest", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=1M,mode=1777")
 	    != 0) {
 		g_skipped++;
