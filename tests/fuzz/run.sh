@@ -51,7 +51,7 @@ fi
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
 crypto=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
 L=$top/lib
-cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime -I$L/train"
+cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime -I$L/runtime/cpu -I$L/train"
 C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c $L/common/netif.c"
 R=$L/runtime
 STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/digest.c"
@@ -65,12 +65,13 @@ srcs() {
 	join) echo "$C $R/join.c -lm" ;;
 	ckpt) echo "$C $L/train/ckpt.c $L/train/fileio.c $L/train/zlayout.c $R/digest.c $crypto" ;;
 	gpulist) echo "$C $L/launch/gpuvis.c $L/launch/cpuset.c" ;;
+	notice) echo "$C $STORE $R/cpu/shm.c $R/cpu/reduce.c $R/cpu/stamp.c $R/cpu/hello.c $crypto -lpthread -lrt" ;;
 	esac
 }
 
 ok=0
 bad=0
-for name in ${FUZZ_ONLY:-hostlist conf contract store topo join ckpt gpulist}; do
+for name in ${FUZZ_ONLY:-hostlist conf contract store topo join ckpt gpulist notice}; do
 	bin=$work/fuzz_$name
 	# shellcheck disable=SC2046,SC2086 # word splitting of flags and sources is wanted
 	if ! $CC $cflags "$here/fuzz_$name.c" $(srcs "$name") -o "$bin" \
