@@ -113,6 +113,25 @@ static int open_fail(const char *path, int e, struct dpg_err *err)
 	return dpg_errs(err, DPG_ERR_SYSTEM, "%s: cannot open: %s", path, strerror(e));
 }
 
+/* Open path for reading (never through a link) and fstat it: 0 with *fd
+ * open, or the error (nothing left open). */
+static int open_stat(const char *path, int *fd, struct stat *st, struct dpg_err *err)
+{
+	int e;
+
+	*fd = dpg_fio_open_read(path);
+	if (*fd < 0)
+		return open_fail(path, errno, err);
+	if (fstat(*fd, st) != 0) {
+		e = errno;
+		dpg_fio_close_read(*fd);
+		*fd = -1;
+		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: fstat failed: %s",
+				path, strerror(e));
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- writing */
 
 static int check_layout_args(const struct dpg_zlayout *L, int nstate, const char *what,
@@ -376,15 +395,8 @@ static int slurp_meta(const char *path, unsigned char **data, size_t *size,
 	int fd, rc, e;
 
 	*data = NULL;
-	fd = dpg_fio_open_read(path);
-	if (fd < 0)
-		return open_fail(path, errno, err);
-	if (fstat(fd, &st) != 0) {
-		e = errno;
-		dpg_fio_close_read(fd);
-		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: fstat failed: %s",
-				path, strerror(e));
-	}
+	if ((rc = open_stat(path, &fd, &st, err)) != 0)
+		return rc;
 	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)CK_META_MIN ||
 	    (unsigned long long)st.st_size > (unsigned long long)CK_META_MAX) {
 		dpg_fio_close_read(fd);
@@ -928,20 +940,13 @@ static int load_old_shard(const struct reshard *rs, int old, struct dpg_err *err
 {
 	char path[CK_PATH_MAX], name[32];
 	struct stat st;
-	int fd, rc, e;
+	int fd, rc;
 
 	snprintf(name, sizeof(name), "shard-%05d", old);
 	if ((rc = dpg_fio_path_join(path, sizeof(path), rs->meta->stepdir, name, err)) != 0)
 		return rc;
-	fd = dpg_fio_open_read(path);
-	if (fd < 0)
-		return open_fail(path, errno, err);
-	if (fstat(fd, &st) != 0) {
-		e = errno;
-		dpg_fio_close_read(fd);
-		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: fstat failed: %s",
-				path, strerror(e));
-	}
+	if ((rc = open_stat(path, &fd, &st, err)) != 0)
+		return rc;
 	if (!S_ISREG(st.st_mode))
 		rc = dpg_errf(err, "%s: not a regular file", path);
 	else
