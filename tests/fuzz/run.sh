@@ -62,6 +62,7 @@ srcs() {
 	hostlist) echo "$C" ;;
 	conf|contract|topo) echo "$C $LAUNCH $hwloc" ;;
 	store) echo "$C $STORE $crypto -lpthread" ;;
+	store_client) echo "$C $STORE $crypto -lpthread" ;;
 	join) echo "$C $R/join.c -lm" ;;
 	ckpt) echo "$C $L/train/ckpt.c $L/train/fileio.c $L/train/zlayout.c $R/digest.c $crypto" ;;
 	gpulist) echo "$C $L/launch/gpuvis.c $L/launch/cpuset.c" ;;
@@ -71,7 +72,7 @@ srcs() {
 
 ok=0
 bad=0
-for name in ${FUZZ_ONLY:-hostlist conf contract store topo join ckpt gpulist notice}; do
+for name in ${FUZZ_ONLY:-hostlist conf contract store store_client topo join ckpt gpulist notice}; do
 	bin=$work/fuzz_$name
 	# shellcheck disable=SC2046,SC2086 # word splitting of flags and sources is wanted
 	if ! $CC $cflags "$here/fuzz_$name.c" $(srcs "$name") -o "$bin" \
