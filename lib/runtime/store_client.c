@@ -708,8 +708,9 @@ static int barrier_timed_out(struct dpg_store *s, const char *name, const char *
 	int64_t now_in = -1;
 	char q[96];
 
-	if (dpg_store_add(s, count, 0, &now_in, dpg_now_ms() + 1000, NULL) == 0) {
-		now_in -= gen * n;
+	/* a short look: the caller's deadline has passed already */
+	if (dpg_store_add(s, count, 0, &now_in, dpg_now_ms() + 200, NULL) == 0) {
+		now_in = now_in >= gen * n ? now_in - gen * n : -1;
 		if (now_in > n)
 			now_in = n;
 	}
@@ -741,6 +742,10 @@ int dpg_store_barrier(struct dpg_store *s, const char *name, int n,
 	rc = dpg_store_add(s, count, 1, &arrival, deadline_ms, err);
 	if (rc != 0)
 		return rc;
+	if (arrival < 1)	/* a counter only ever grows from 1: not our store's */
+		return dpg_errs(err, DPG_ERR_PEER, "store: barrier '%s': the store "
+				"answered arrival %" PRId64 " (at %s)",
+				dpg_err_quote(name, q, sizeof(q)), arrival, s->where);
 	gen = (arrival - 1) / n;
 	snprintf(done, sizeof(done), "%s/done/%" PRId64, name, gen);
 	if (arrival % n == 0) {
