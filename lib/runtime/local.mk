@@ -16,7 +16,8 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/comm.c lib/runtime/mesh.c \
 	lib/runtime/init.c \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \
-	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h \
+	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h lib/runtime/cpu/shm_impl.h \
+	lib/runtime/cpu/shm_seg.c lib/runtime/cpu/shm_direct.c \
 	lib/runtime/cpu/clock.h \
 	lib/runtime/cpu/stamp.c lib/runtime/cpu/stamp.h \
 	lib/runtime/cpu/ring.c lib/runtime/cpu/ring.h \

@@ -1,0 +1,537 @@
+/* shm_direct.c - direct-mode collectives: the whole communicator on one node
+ * runs through the segment's slot sets (see shm.h).
+ *
+ * Direct-mode allreduce, per stage of S bytes of the buffer (stage g uses
+ * slot set g % K, so K stages can be in flight):
+ *   1. wait until every rank has finished stage g - K (the set is free);
+ *   2. copy my stage chunk, except my own slice, into my slot; publish in;
+ *   3. wait for every rank's in;
+ *   4. reduce my slice straight out of the others' slots (my own part is
+ *      read from my send buffer) into my slot; publish red;
+ *   5. wait for every rank's red;
+ *   6. copy every slice out of its owner's slot into recv; publish out.
+ * Each rank runs one stage ahead: stage g+1's copy-in (1-2) is done between
+ * 4 and 5 of stage g, while the others still reduce.  Small buffers (<= 16
+ * KiB) take one step fewer: every rank reduces the whole buffer from all
+ * slots itself (same order everywhere, so identical results).
+ * reduce_scatter is steps 1-4 with the result written straight to recv;
+ * all_gather is 1-3 and 6; broadcast is the root's copy-in and everyone's
+ * copy-out.  Copies into the user's buffer use non-temporal stores from 8
+ * MiB up (no read-for-ownership; the buffer would not stay cached anyway).
+ * The stage counters are monotonic over the communicator's life, so every
+ * rank derives the same stage numbers without extra synchronization.
+ * Stamps: a collective's first stage g0 also carries each rank's stamp in a
+ * cell beside its slot (written once the set is free, read after the rank's
+ * in of g0), compared by every rank before it reads any slot of g0; the
+ * broadcast therefore waits for every rank's in of g0, and the barrier is a
+ * stage without data.  A collective that completed still fails when the
+ * failure word is set at its end, so a late peer of an aborted rank fails too.
+ */
+#include "shm_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "net.h"
+#include "reduce.h"
+#include "store.h"
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#define SHM_HAVE_NT 1
+#endif
+
+/* ------------------------------------------------------------ direct mode */
+
+/* memcpy, with streaming stores when nt (the caller issues copy_fence()
+ * before the collective returns). */
+static void copy_out(void *dst, const void *src, size_t n, bool nt)
+{
+#ifdef SHM_HAVE_NT
+	char *d = dst;
+	const char *sp = src;
+
+	if (!nt || n < 256) {
+		memcpy(dst, src, n);
+		return;
+	}
+	while (((uintptr_t)d & 15) != 0) {
+		*d++ = *sp++;
+		n--;
+	}
+	for (; n >= 64; n -= 64, d += 64, sp += 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)sp);
+		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(sp + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(sp + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(const void *)(sp + 48));
+
+		_mm_stream_si128((__m128i *)(void *)d, a);
+		_mm_stream_si128((__m128i *)(void *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(void *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(void *)(d + 48), e);
+	}
+	memcpy(d, sp, n);
+#else
+	(void)nt;
+	memcpy(dst, src, n);
+#endif
+}
+
+static void copy_fence(bool nt)
+{
+#ifdef SHM_HAVE_NT
+	if (nt)
+		_mm_sfence();
+#else
+	(void)nt;
+#endif
+}
+
+static char *slot(struct dpg_shm *s, uint64_t g, int q)
+{
+	return s->data + ((size_t)(g % (uint64_t)s->K) * (size_t)s->n + (size_t)q) * s->S;
+}
+
+/* Stage g may start writing its slot set once every rank is done with
+ * stage g - K. */
+static int wait_set_free(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+			 struct dpg_err *err)
+{
+	if (g < (uint64_t)s->K)
+		return 0;
+	return shm_wait_all(s, W_OUT, g - (uint64_t)s->K + 1, w, err);
+}
+
+/* The stamp cell of local rank q for stage g (beside the slots). */
+static struct dpg_stamp *stamp_cell(struct dpg_shm *s, uint64_t g, int q)
+{
+	size_t i = (size_t)(g % (uint64_t)s->K) * (size_t)s->n + (size_t)q;
+
+	return (struct dpg_stamp *)(void *)(s->stamps + i * SHM_CL);
+}
+
+/* A collective starts at stage g: once its set is free (every peer is done
+ * comparing the stamps of stage g - K), write ours; peers read it after our
+ * next publish of in. */
+static int stamp_put(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+		     struct dpg_err *err)
+{
+	int rc;
+
+	if (w->stamp == NULL)
+		return 0;
+	rc = wait_set_free(s, g, w, err);
+	if (rc == 0)
+		memcpy(stamp_cell(s, g, s->me), w->stamp, sizeof(*w->stamp));
+	return rc;
+}
+
+/* Compare our stamp with that of every peer that has published stage g's
+ * in (its cell stays until we publish our out of stage g): 0, or the
+ * mismatch (both sides named, the failure word set for the others). */
+static int stamp_cmp(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+		     struct dpg_err *err)
+{
+	struct dpg_stamp st;
+	struct dpg_fail f;
+	int q, rc;
+
+	for (q = 0; q < s->n; q++) {
+		if (q == s->me || atomic_load_explicit(&s->ctl[q].in, memory_order_seq_cst) < g + 1)
+			continue;
+		memcpy(&st, stamp_cell(s, g, q), sizeof(st));
+		if (dpg_stamp_equal(&st, w->stamp))
+			continue;
+		rc = dpg_stamp_mismatch(w->stamp, s->self, &st, s->ranks[q], s->hosts, err);
+		f.why = rc == -DPG_ERR_INVALID ? DPG_FAIL_MISMATCH : DPG_FAIL_PROTO;
+		f.culprit = s->ranks[q];
+		f.reporter = s->self;
+		dpg_shm_fail_publish(s, &f);
+		return rc;
+	}
+	return 0;
+}
+
+/* Wait until every peer has published stage g's in, then compare stamps;
+ * a failed wait is explained by a mismatch with a peer that did arrive. */
+static int wait_stamped(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
+			struct dpg_err *err)
+{
+	int rc = shm_wait_all(s, W_IN, g + 1, w, err);
+
+	if (w->stamp != NULL) {
+		struct dpg_err e2 = { "" };
+		int rc2 = stamp_cmp(s, g, w, &e2);
+
+		if (rc2 != 0) {
+			memcpy(err->msg, e2.msg, sizeof(err->msg));
+			return rc2;
+		}
+	}
+	return rc;
+}
+
+/* The end of a collective whose data is complete: it still fails when a
+ * peer failed meanwhile (e.g. was aborted while we were late), so that no
+ * rank reports success while another reports the failure. */
+static int end_check(struct dpg_shm *s, struct dpg_err *err)
+{
+	struct dpg_fail f;
+
+	if (dpg_shm_fail_get(s, &f))
+		return dpg_fail_format(&f, s->self, s->hosts, err);
+	return 0;
+}
+
+static void publish_done(struct dpg_shm *s, uint64_t g)
+{
+	struct shm_ctl *me = &s->ctl[s->me];
+
+	atomic_store_explicit(&me->in, g + 1, memory_order_relaxed);
+	atomic_store_explicit(&me->red, g + 1, memory_order_relaxed);
+	shm_publish(s, &me->out, g + 1);
+}
+
+/* Slice length in elements: ceil(m / n) rounded up to a cache line. */
+static size_t slice_len(size_t m, int n, size_t es)
+{
+	size_t per = (m + (size_t)n - 1) / (size_t)n;
+	size_t line = SHM_CL / es;
+
+	return shm_round_up(per, line);
+}
+
+static int allreduce_small(struct dpg_shm *s, const char *send, char *recv, size_t count,
+			   dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
+			   struct dpg_err *err)
+{
+	size_t es = dpg_dtype_size(dt);
+	uint64_t g = s->g++;
+	int q, rc;
+
+	rc = stamp_put(s, g, w, err);
+	if (rc == 0)
+		rc = wait_set_free(s, g, w, err);
+	if (rc != 0)
+		return rc;
+	memcpy(slot(s, g, s->me), send, count * es);
+	shm_publish(s, &s->ctl[s->me].in, g + 1);
+	rc = wait_stamped(s, g, w, err);
+	if (rc != 0)
+		return rc;
+	for (q = 0; q < s->n; q++)
+		s->srcs[q] = q == s->me ? (const void *)send : slot(s, g, q);
+	dpg_reduce_n(recv, s->srcs, s->n, count, dt, op, s->n);
+	publish_done(s, g);
+	return end_check(s, err);
+}
+
+/* Geometry of direct-allreduce stage k: elements [c0, c0 + m) of the
+ * buffer, split in slices of sl elements; mine is [lo, hi). */
+struct ar_stage {
+	size_t c0, m, sl, lo, hi;
+};
+
+static void ar_geom(const struct dpg_shm *s, size_t k, size_t E, size_t count, size_t es,
+		    struct ar_stage *st)
+{
+	st->c0 = k * E;
+	st->m = count - st->c0 < E ? count - st->c0 : E;
+	st->sl = slice_len(st->m, s->n, es);
+	st->lo = (size_t)s->me * st->sl < st->m ? (size_t)s->me * st->sl : st->m;
+	st->hi = st->lo + st->sl < st->m ? st->lo + st->sl : st->m;
+}
+
+/* Copy stage g's chunk, all but my own slice, into my slot; publish in. */
+static int ar_copy_in(struct dpg_shm *s, uint64_t g, const struct ar_stage *st,
+		      const char *send, size_t es, const struct dpg_shm_wait *w,
+		      struct dpg_err *err)
+{
+	char *mine = slot(s, g, s->me);
+	int rc = wait_set_free(s, g, w, err);
+
+	if (rc != 0)
+		return rc;
+	memcpy(mine, send + st->c0 * es, st->lo * es);
+	memcpy(mine + st->hi * es, send + (st->c0 + st->hi) * es, (st->m - st->hi) * es);
+	shm_publish(s, &s->ctl[s->me].in, g + 1);
+	return 0;
+}
+
+int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t count,
+		      dpg_dtype_t dt, dpg_op_t op, const struct dpg_shm_wait *w,
+		      struct dpg_err *err)
+{
+	const char *send = sendv;
+	char *recv = recvv;
+	size_t es = dpg_dtype_size(dt), E, k, N;
+	int n = s->n, me = s->me, q, rc;
+	bool nt = count * es >= SHM_NT_BYTES;
+	struct ar_stage st, nx = { 0, 0, 0, 0, 0 };
+	uint64_t g0;
+
+	if (count == 0)
+		return 0;
+	if (count * es <= SHM_SMALL_BYTES && count * es <= s->S)
+		return allreduce_small(s, send, recv, count, dt, op, w, err);
+	E = s->S / es;
+	N = (count + E - 1) / E;
+	g0 = s->g;
+	s->g += N;
+	ar_geom(s, 0, E, count, es, &st);
+	rc = stamp_put(s, g0, w, err);
+	if (rc == 0)
+		rc = ar_copy_in(s, g0, &st, send, es, w, err);
+	if (rc != 0)
+		return rc;
+	for (k = 0; k < N; k++) {
+		uint64_t g = g0 + k;
+		char *mine = slot(s, g, me);
+
+		rc = k == 0 ? wait_stamped(s, g, w, err) : shm_wait_all(s, W_IN, g + 1, w, err);
+		if (rc != 0)
+			return rc;
+		/* my slice, reduced out of everyone's slot, into my slot */
+		if (st.hi > st.lo) {
+			for (q = 0; q < n; q++)
+				s->srcs[q] = q == me ? (const void *)(send + (st.c0 + st.lo) * es)
+					: slot(s, g, q) + st.lo * es;
+			dpg_reduce_n(mine + st.lo * es, s->srcs, n, st.hi - st.lo, dt, op, n);
+		}
+		shm_publish(s, &s->ctl[me].red, g + 1);
+		/* while the others reduce: the next stage's copy-in */
+		if (k + 1 < N) {
+			ar_geom(s, k + 1, E, count, es, &nx);
+			rc = ar_copy_in(s, g + 1, &nx, send, es, w, err);
+			if (rc != 0)
+				return rc;
+		}
+		rc = shm_wait_all(s, W_RED, g + 1, w, err);
+		if (rc != 0)
+			return rc;
+		/* every slice from its owner's slot */
+		for (q = 0; q < n; q++) {
+			size_t qlo = (size_t)q * st.sl < st.m ? (size_t)q * st.sl : st.m;
+			size_t qhi = qlo + st.sl < st.m ? qlo + st.sl : st.m;
+
+			if (qhi > qlo)
+				copy_out(recv + (st.c0 + qlo) * es, slot(s, g, q) + qlo * es,
+					 (qhi - qlo) * es, nt);
+		}
+		shm_publish(s, &s->ctl[me].out, g + 1);
+		st = nx;
+	}
+	copy_fence(nt);
+	return end_check(s, err);
+}
+
+/* reduce_scatter stage g covers elements [o, o + m) of every block; my
+ * slot holds the other ranks' blocks' pieces at q * E. */
+static int rs_copy_in(struct dpg_shm *s, uint64_t g, size_t o, size_t m, size_t E,
+		      const char *send, size_t rc_count, size_t es,
+		      const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	char *mine = slot(s, g, s->me);
+	int q, rc = wait_set_free(s, g, w, err);
+
+	if (rc != 0)
+		return rc;
+	for (q = 0; q < s->n; q++)
+		if (q != s->me)
+			memcpy(mine + (size_t)q * E * es, send + ((size_t)q * rc_count + o) * es,
+			       m * es);
+	shm_publish(s, &s->ctl[s->me].in, g + 1);
+	return 0;
+}
+
+int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
+			   size_t rc_count, dpg_dtype_t dt, dpg_op_t op,
+			   const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	const char *send = sendv;
+	char *recv = recvv;
+	size_t es = dpg_dtype_size(dt), E, k, N, line = SHM_CL / es;
+	int n = s->n, me = s->me, q, rc;
+	uint64_t g0;
+
+	if (rc_count == 0)
+		return 0;
+	E = s->S / es / (size_t)n;
+	E = E / line * line;
+	if (E == 0)
+		E = line;
+	N = (rc_count + E - 1) / E;
+	g0 = s->g;
+	s->g += N;
+	rc = stamp_put(s, g0, w, err);
+	if (rc == 0)
+		rc = rs_copy_in(s, g0, 0, rc_count < E ? rc_count : E, E, send, rc_count, es, w,
+				err);
+	if (rc != 0)
+		return rc;
+	for (k = 0; k < N; k++) {
+		uint64_t g = g0 + k;
+		size_t o = k * E, m = rc_count - o < E ? rc_count - o : E;
+
+		if (k + 1 < N) {	/* run one stage ahead */
+			size_t o2 = o + E, m2 = rc_count - o2 < E ? rc_count - o2 : E;
+
+			rc = rs_copy_in(s, g + 1, o2, m2, E, send, rc_count, es, w, err);
+			if (rc != 0)
+				return rc;
+		}
+		rc = k == 0 ? wait_stamped(s, g, w, err) : shm_wait_all(s, W_IN, g + 1, w, err);
+		if (rc != 0)
+			return rc;
+		for (q = 0; q < n; q++)
+			s->srcs[q] = q == me ? (const void *)(send + ((size_t)me * rc_count + o) * es)
+				: slot(s, g, q) + (size_t)me * E * es;
+		dpg_reduce_n(recv + o * es, s->srcs, n, m, dt, op, n);
+		shm_publish(s, &s->ctl[me].out, g + 1);
+	}
+	return end_check(s, err);
+}
+
+int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
+		       size_t sc, dpg_dtype_t dt, const struct dpg_shm_wait *w,
+		       struct dpg_err *err)
+{
+	const char *send = sendv;
+	char *recv = recvv;
+	size_t es = dpg_dtype_size(dt), E = s->S / es, k, N;
+	int n = s->n, me = s->me, q, rc;
+	bool nt = sc * es * (size_t)n >= SHM_NT_BYTES;
+	uint64_t g0;
+
+	if (sc == 0)
+		return 0;
+	N = (sc + E - 1) / E;
+	g0 = s->g;
+	s->g += N;
+	rc = stamp_put(s, g0, w, err);
+	if (rc != 0)
+		return rc;
+	for (k = 0; k <= N; k++) {
+		/* copy-in of stage k runs one ahead of the copy-out of k - 1 */
+		if (k < N) {
+			size_t o = k * E, m = sc - o < E ? sc - o : E;
+
+			rc = wait_set_free(s, g0 + k, w, err);
+			if (rc != 0)
+				return rc;
+			memcpy(slot(s, g0 + k, me), send + o * es, m * es);
+			shm_publish(s, &s->ctl[me].in, g0 + k + 1);
+		}
+		if (k > 0) {
+			uint64_t g = g0 + k - 1;
+			size_t o = (k - 1) * E, m = sc - o < E ? sc - o : E;
+
+			rc = k == 1 ? wait_stamped(s, g, w, err) : shm_wait_all(s, W_IN, g + 1, w, err);
+			if (rc != 0)
+				return rc;
+			for (q = 0; q < n; q++)
+				copy_out(recv + ((size_t)q * sc + o) * es, slot(s, g, q), m * es, nt);
+			shm_publish(s, &s->ctl[me].out, g + 1);
+		}
+	}
+	copy_fence(nt);
+	return end_check(s, err);
+}
+
+/* The root's side of a broadcast: copy every stage in; with stamps, after
+ * the first stage wait for every rank to arrive and compare.  Its out is
+ * published once at the end (no rank waits for it within the call). */
+static int bcast_root(struct dpg_shm *s, const char *buf, size_t count, size_t E, size_t es,
+		      uint64_t g0, const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	size_t o;
+	uint64_t g = g0;
+	int rc;
+
+	for (o = 0; o < count; o += E, g++) {
+		size_t m = count - o < E ? count - o : E;
+
+		rc = wait_set_free(s, g, w, err);
+		if (rc != 0)
+			return rc;
+		memcpy(slot(s, g, s->me), buf + o * es, m * es);
+		shm_publish(s, &s->ctl[s->me].in, g + 1);
+		if (g == g0 && w->stamp != NULL && (rc = wait_stamped(s, g0, w, err)) != 0)
+			return rc;
+	}
+	publish_done(s, g - 1);
+	return 0;
+}
+
+int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t dt,
+		      int root, const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	char *buf = bufv;
+	size_t es = dpg_dtype_size(dt), E = s->S / es, o;
+	bool nt = count * es >= SHM_NT_BYTES;
+	uint64_t g0 = s->g, g;
+	int rc;
+
+	if (count == 0)
+		return 0;
+	s->g += (count + E - 1) / E;
+	rc = stamp_put(s, g0, w, err);
+	if (rc == 0 && s->me == root)
+		rc = bcast_root(s, buf, count, E, es, g0, w, err);
+	if (rc == 0 && s->me != root && w->stamp != NULL) {
+		/* announce our stamp; every rank compares with every other */
+		shm_publish(s, &s->ctl[s->me].in, g0 + 1);
+		rc = wait_stamped(s, g0, w, err);
+	}
+	for (o = 0, g = g0; rc == 0 && s->me != root && o < count; o += E, g++) {
+		size_t m = count - o < E ? count - o : E;
+		struct wcond c = { .kind = W_ONE_IN, .v = g + 1, .q = root };
+
+		rc = shm_wait(s, &c, w, 0, err);
+		if (rc == 0) {
+			copy_out(buf + o * es, slot(s, g, root), m * es, nt);
+			publish_done(s, g);
+		}
+	}
+	if (rc != 0)
+		return rc;
+	copy_fence(nt);
+	return end_check(s, err);
+}
+
+/* A barrier is a stage without data: everyone's in, then done. */
+int dpg_shm_barrier(struct dpg_shm *s, const struct dpg_shm_wait *w, struct dpg_err *err)
+{
+	uint64_t g = s->g++;
+	int rc;
+
+	rc = stamp_put(s, g, w, err);
+	if (rc == 0)
+		rc = wait_set_free(s, g, w, err);
+	if (rc != 0)
+		return rc;
+	shm_publish(s, &s->ctl[s->me].in, g + 1);
+	rc = wait_stamped(s, g, w, err);
+	if (rc != 0)
+		return rc;
+	publish_done(s, g);
+	return end_check(s, err);
+}
+

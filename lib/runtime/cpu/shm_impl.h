@@ -1,0 +1,126 @@
+/* shm_impl.h - the node segment's internal layout (header, control lines,
+ * handle) and what shm.c, shm_seg.c and shm_direct.c share; not for callers. */
+#ifndef DPG_LIB_SHM_IMPL_H
+#define DPG_LIB_SHM_IMPL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shm.h"
+
+#define SHM_MAGIC 0x3130736d68736770ull	/* "pgshsm01" */
+#define SHM_VERSION 1
+#define SHM_CL 64
+
+#define SHM_DEFAULT_SLOT (256u << 10)
+#define SHM_DEFAULT_SLOT_OVERSUB (1u << 20)
+#define SHM_DEFAULT_SETS 4
+#define SHM_DEFAULT_PIPE (1u << 20)
+#define SHM_MAX_SEGMENT (64u << 20)
+/* Direct allreduce: up to this many bytes, every rank reduces everything. */
+#define SHM_SMALL_BYTES (16u << 10)
+/* Copies into the user's buffer bypass the cache (non-temporal stores)
+ * when the collective writes at least this much: the buffer would not stay
+ * in cache anyway, and the stores then need no read-for-ownership. */
+#define SHM_NT_BYTES (8u << 20)
+
+/* Waits: spin this long (when not oversubscribed), yield this many times,
+ * then sleep in futex slices of at most SLICE_MS. */
+#define SHM_SPIN_NS 30000
+#define SHM_YIELDS 4
+#define SHM_YIELD_NS 200000
+#define SHM_SLICE_MS 50
+#define SHM_HEALTH_MS 20
+
+struct shm_hdr {
+	_Atomic uint64_t magic;
+	uint64_t size;
+	uint32_t version;
+	uint32_t mode;
+	uint32_t nlocal;
+	uint32_t nsets;
+	uint64_t slot_bytes;
+	uint64_t pipe_bytes;
+	uint64_t ctl_off;
+	uint64_t data_off;
+	_Atomic uint32_t attached;
+	_Atomic uint32_t gone;		/* the last attacher removed the name */
+	_Alignas(SHM_CL) _Atomic uint64_t fail;
+};
+/* tests/unit/runtime/test_shm.c corrupts the word here, as a stranger would */
+_Static_assert(offsetof(struct shm_hdr, fail) == 128, "failure word offset");
+
+/* One per local rank; each line has one writer (or is the bell). */
+struct shm_ctl {
+	_Alignas(SHM_CL) _Atomic uint64_t in;	/* owner: stages copied in */
+	_Atomic uint64_t red;			/* owner: stages reduced */
+	_Atomic uint64_t out;			/* owner: stages copied out */
+	_Atomic uint64_t bar;			/* owner: barriers entered */
+	int32_t pid;
+	_Atomic uint32_t busy;			/* owner: inside a ring collective */
+	_Alignas(SHM_CL) _Atomic uint32_t bell;	/* futex word, bumped by wakers */
+	_Atomic uint32_t nwait;			/* owner: sleeping on bell */
+	_Alignas(SHM_CL) _Atomic uint64_t head;	/* pipe into owner: writer's end */
+	_Alignas(SHM_CL) _Atomic uint64_t tail;	/* pipe into owner: owner's end */
+};
+
+struct dpg_shm {
+	enum dpg_shm_mode mode;
+	int n, me, self;
+	int nranks;			/* bound of the failure word's ranks */
+	int *ranks;
+	const char *const *hosts;
+	char name[96];
+	bool creator, created, unlinked;
+	void *base;
+	size_t size;
+	struct shm_hdr *hdr;
+	struct shm_ctl *ctl;
+	char *data;
+	int *pidfds;			/* -1: not watched */
+	pid_t *pids;
+	bool pid_ok, oversub;
+	int64_t last_health_ms;
+	/* direct */
+	size_t S;			/* slot bytes */
+	int K;
+	uint64_t g;			/* next stage */
+	char *stamps;			/* K x n stamp cells of SHM_CL bytes */
+	const void **srcs;		/* n source pointers, reused */
+	/* pipes */
+	size_t P;
+	int pipe_to, pipe_from;
+	uint64_t wpos, rpos;
+};
+
+/* What a wait waits for: every local rank's counter of a kind reaching v,
+ * one peer's in, or room / data in the pipes. */
+enum { W_IN, W_RED, W_OUT, W_BAR, W_ONE_IN, W_PIPE };
+
+struct wcond {
+	int kind;
+	uint64_t v;
+	int q;			/* W_ONE_IN */
+	bool rd, wr;		/* W_PIPE */
+};
+
+static inline size_t shm_round_up(size_t x, size_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+/* Store a progress counter and wake whoever sleeps (shm.c). */
+void shm_publish(struct dpg_shm *s, _Atomic uint64_t *ctr, uint64_t v);
+/* Wait until c holds; max_us > 0: give up (return 0) after that long (shm.c). */
+int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_shm_wait *w,
+	     int64_t max_us, struct dpg_err *err);
+/* Wait until every local rank's counter of this kind reaches v (shm.c). */
+int shm_wait_all(struct dpg_shm *s, int kind, uint64_t v, const struct dpg_shm_wait *w,
+		 struct dpg_err *err);
+/* Free a segment handle in any state dpg_shm_open leaves it in (shm_seg.c). */
+void shm_free(struct dpg_shm *s);
+
+#endif
