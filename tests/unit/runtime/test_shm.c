@@ -782,7 +782,7 @@ static void test_absent_rank(void **state)
 
 /* ------------------------------------------------------------ issue 17/8 */
 
-/* Where shm.c keeps the failure word (static-asserted there). */
+/* Where shm.c keeps the failure word (static-asserted in shm_impl.h). */
 #define FAILWORD_OFF 128
 
 /* Map the segment named under the key by its name, the way any process of
