@@ -67,6 +67,7 @@ UNIT_RUNTIME = tests/unit/runtime/test_cpu_backend tests/unit/runtime/test_init 
 	tests/unit/runtime/test_join tests/unit/runtime/test_net \
 	tests/unit/runtime/test_reduce tests/unit/runtime/test_digest \
 	tests/unit/runtime/test_shm tests/unit/runtime/test_store
+tests_unit_runtime_test_cpu_backend_SOURCES = tests/unit/runtime/test_cpu_backend.c tests/unit/runtime/storeproc.h
 tests_unit_runtime_test_cpu_backend_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_cpu_backend_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_init_SOURCES = tests/unit/runtime/test_init.c tests/unit/ranks.h tests/unit/testenv.h
@@ -81,6 +82,7 @@ tests_unit_runtime_test_reduce_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_reduce_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_digest_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_digest_LDADD = $(RT_TEST_LDADD)
+tests_unit_runtime_test_shm_SOURCES = tests/unit/runtime/test_shm.c tests/unit/runtime/storeproc.h
 tests_unit_runtime_test_shm_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_shm_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_store_CPPFLAGS = $(UNIT_CPPFLAGS)

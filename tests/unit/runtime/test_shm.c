@@ -39,6 +39,7 @@
 #include "net.h"
 #include "shm.h"
 #include "store.h"
+#include "storeproc.h"
 
 #define MAXR 3
 
@@ -65,49 +66,15 @@ static const int RANKS[MAXR] = { 0, 1, 2 };
 
 static int group_setup(void **state)
 {
-	int fds[2];
-
 	(void)state;
-	if (getrandom(g_secret, sizeof(g_secret), 0) != (ssize_t)sizeof(g_secret) ||
-	    pipe(fds) != 0)
-		return -1;
-	fflush(NULL);
-	g_store_pid = fork();
-	if (g_store_pid < 0)
-		return -1;
-	if (g_store_pid == 0) {
-		struct dpg_store_server *srv;
-		struct dpg_err err = { "" };
-		uint16_t port = 0;
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		close(fds[0]);
-		if (dpg_store_server_start("127.0.0.1", 0, g_secret, sizeof(g_secret), &srv,
-					   &err) != 0)
-			fprintf(stderr, "store: %s\n", err.msg);
-		else
-			port = dpg_store_server_port(srv);
-		if (write(fds[1], &port, sizeof(port)) != (ssize_t)sizeof(port) || port == 0)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	close(fds[1]);
-	if (read(fds[0], &g_port, sizeof(g_port)) != (ssize_t)sizeof(g_port) || g_port == 0) {
-		close(fds[0]);
-		return -1;
-	}
-	close(fds[0]);
-	return 0;
+	g_store_pid = storeproc_start(g_secret, sizeof(g_secret), &g_port);
+	return g_store_pid > 0 ? 0 : -1;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	if (g_store_pid > 0) {
-		kill(g_store_pid, SIGKILL);
-		waitpid(g_store_pid, NULL, 0);
-	}
+	storeproc_stop(g_store_pid);
 	return 0;
 }
 
