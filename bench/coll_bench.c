@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* coll_bench.c - bus bandwidth of libdpg's CPU collectives (allreduce,
  * reduce_scatter, all_gather, broadcast), measured like bench/coll_mpi.c
  * measures MPI so that the two print comparable lines.

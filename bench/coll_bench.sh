@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # coll_bench.sh - libdpg's CPU collectives side by side with Open MPI on this
 # machine: allreduce, reduce_scatter, allgather and bcast bus bandwidth
 # (nccl-tests formulas) for 4 KiB .. 64 MiB, over shared memory and over

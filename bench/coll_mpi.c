@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* coll_mpi.c - the MPI side of bench/coll_bench.sh: the same four
  * collectives, sizes, method and output lines as bench/coll_bench.c, on
  * MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather / MPI_Bcast

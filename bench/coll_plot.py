@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """coll_plot.py - draw one op's bus bandwidth (dpg vs Open MPI) from the
 table.md that coll_bench.sh writes, as a self-contained SVG (no plotting
 library needed).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # launch_overhead.sh - what does dpg add to an srun step launch?
 #
 #   PLUGIN_SO=/abs/build/.libs/dpg.so bench/launch_overhead.sh

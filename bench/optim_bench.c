@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* optim_bench.c - host optimizer-step throughput (lib/optim.c: AdamW, SGD,
  * sumsq, bf16) side by side with STREAM-like kernels on the same buffers. */
 

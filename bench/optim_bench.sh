@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # optim_bench.sh - the host optimizer step (lib/train/optim.c) against STREAM-like
 # kernels on the same buffers, same run; writes bench/results/optim.md.
 #

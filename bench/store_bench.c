@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_bench.c - time a job-start rendezvous through the dpg store: N clients
  * spread over P processes (threads), the server in this process, on loopback.
  *

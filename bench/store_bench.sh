@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # store_bench.sh - job-start rendezvous through the dpg store vs PyTorch's
 # TCPStore (Debian python3-torch 1.13), same machine, same run, same shape.
 #

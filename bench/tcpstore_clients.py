@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """tcpstore_clients.py - the rendezvous of store_bench.c through PyTorch's
 TCPStore (Debian python3-torch 1.13), with the same shape and clock.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_bench.c - one rank of the sharded-step benchmark: a model of N fp32
  * parameters in U units, synthetic gradients, timed dpg_zero_step calls.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # zero_bench.sh - the sharded step (dpg_zero_step) on this machine: step time
 # and per-rank memory versus world size and ZeRO stage, side by side with
 # PyTorch's ZeRO-1 (gloo all-reduce + ZeroRedundancyOptimizer(AdamW)) on the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """zero_torch.py - the peer of zero_bench.c: PyTorch's own ZeRO-1 on the CPU
 (gloo): gradients all-reduced (what DDP does), then ZeroRedundancyOptimizer
 (AdamW) updates this rank's shard and broadcasts the parameters.  Same model

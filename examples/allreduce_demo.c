@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* allreduce_demo.c - libdpg in 40 lines: srun -n4 --dpg-gpus-per-task=0 ./allreduce_demo
  * build: cc allreduce_demo.c $(pkg-config --cflags --libs dpg) -o allreduce_demo */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """fsdp_train.py - a tiny sharded-data-parallel training run on the variables
 dpg exports (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
 

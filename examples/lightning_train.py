@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """lightning_train.py - a tiny PyTorch Lightning (2.x) DDP run on the variables
 dpg exports.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mlp.h - the model of examples/train: a 3-layer tanh MLP classifier with forward and backward over a
  * micro-batch, layer by layer (one unit per layer), a seeded initializer and a synthetic dataset. */
 #ifndef DPG_EXAMPLE_MLP_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torch_ddp.py - a tiny PyTorch DDP training run that reads nothing but the
 variables dpg exports (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...).
 

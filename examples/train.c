@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* train.c - the ./train of `srun --dpg-gpus-per-task=1 ./train`: the MLP of mlp.h trained with libdpg's
  * sharded data parallelism (ZeRO 1-3), gradient accumulation, a warm-up + cosine schedule, checkpoints. */
 

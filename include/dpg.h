@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dpg.h - public API of libdpg, the runtime companion of the dpg SPANK plugin:
  * join a job from its environment, then run collectives on NCCL or the CPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dpg_zero.h - public API of libdpg's sharded data-parallel training (ZeRO
  * stages 1-3, checkpoints, training helpers), over the runtime of dpg.h.
  *

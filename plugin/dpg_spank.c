@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dpg_spank.c - the SPANK glue: registers the --dpg-* options, reads the
  * plugstack.conf arguments, and moves data between Slurm and lib/.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # demo.sh - build dpg, start a local 3-node Slurm minicluster with the plugin,
 # and run the C training example (examples/train.c, ZeRO stage 3) and a
 # PyTorch DDP job across it with `srun --dpg-gpus-per-task=0` (no GPU here;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # deps.sh - install the Debian 12 packages dpg's build, tests and demo need.
 # Usage: scripts/deps.sh [--no-torch]   (root; skips what is already installed)
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # pkg-test.sh - the packaging stage of CI: build dpg's .deb packages from a clean
 # copy of the tree, unpack them into a scratch root (the system is not touched),
 # and smoke-test the installed files: dpg-plan, the plugin's exports and library

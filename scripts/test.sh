@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test.sh - the whole dpg test suite on a fresh Debian 12 machine (what CI runs):
 # deps, -Werror build + unit tests, packages, ASan+UBSan unit tests, libFuzzer
 # (60 s per harness), valgrind, fault injection (tests/faults), man pages, e2e

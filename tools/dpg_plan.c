@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dpg_plan.c - dpg-plan: prints what the plugin would export for a step,
  * one row per task, using the same lib/ code as the plugin. */
 #include <getopt.h>

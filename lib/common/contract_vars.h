@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* contract_vars.h - the facts the plugin (writer) and libdpg (reader) of the
  * rank contract share: variable names, the secret's format, sizes, the
  * contract version and Slurm's special steps. */

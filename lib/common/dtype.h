@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dtype.h - element math of every dtype: sizes, f16 / bf16 <-> f32 conversions
  * and the combine of every dtype x op, as static inline functions usable from
  * C and from CUDA (__host__ __device__ under nvcc).  The bulk CPU loops built

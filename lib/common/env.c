@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* env.c - the table of variables dpg exports into a task, built by the
  * contract and the binding code and read back by tests and dpg-plan. */
 #include "env.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* env.h - a task's environment as dpg sees it: a lookup function to read
  * it and a fixed table of the variables dpg exports. */
 #ifndef DPG_LIB_ENV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* err.c - one-line error messages for lib/ functions.
  * No global state: the caller owns the struct dpg_err that receives the text. */
 #include "err.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* err.h - the one error convention of lib/: 0 or a negated dpg_status_t, with
  * the one-line message recorded once, where the failure happens. */
 #ifndef DPG_LIB_ERR_H

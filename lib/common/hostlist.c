@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hostlist.c - Slurm hostlist expressions: grammar, host count, n-th host, expansion.
  * Owns the parsing rules and Slurm's host order; keeps no state between calls. */
 #include "hostlist.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hostlist.h - Slurm hostlist expressions ("gpu[001-004,7],rack[1-2]-n[01-08]").
  * Pure string code with no Slurm dependency; bounded in time and memory. */
 #ifndef DPG_LIB_HOSTLIST_H

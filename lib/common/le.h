@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* le.h - little-endian encoding of fixed-width integers, the byte order of
  * every dpg wire and file format (store protocol, exchanges, checkpoints). */
 #ifndef DPG_LIB_LE_H

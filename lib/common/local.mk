@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib/common/local.mk - pure C shared by every wing: errors, parsing, the
 # environment table, contract facts, Slurm's hostlist/task/port grammars, dtypes,
 # netif.c's one-shot route lookup (a UDP connect, no threads, no listener) and

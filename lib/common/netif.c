@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* netif.c - the local address and interface that route to a host, found by
  * connect()ing a UDP socket (no packet is sent) and looking the address up
  * in getifaddrs.  Pure libc, no threads: safe in slurmstepd. */

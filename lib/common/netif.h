@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* netif.h - which local interface and address route to a host: a one-shot
  * syscall helper shared by the plugin (inside slurmstepd) and the runtime. */
 #ifndef DPG_LIB_NETIF_H

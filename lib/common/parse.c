@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* parse.c - strict parsers of the small values every wing reads: decimal
  * integers in a range, hex digits and index lists ("0,2-3"). */
 #include "parse.h"

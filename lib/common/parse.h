@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* parse.h - strict parsers of small values (decimal ranges, hex digits,
  * index lists) shared by the plugin, the tools and the runtime. */
 #ifndef DPG_LIB_PARSE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* port.c - MASTER_PORT without communication: every task of a step maps
  * (job id, step id) into the admin's port range with the same formula.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* port.h - the MASTER_PORT every task of a step derives on its own from the
  * job and step ids, inside an admin-chosen range (formula in port.c). */
 #ifndef DPG_LIB_PORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* portcheck.c - is MASTER_PORT free: a bind with the listener's options
  * (SO_REUSEADDR), closed at once.  Pure libc, no threads: safe in slurmstepd. */
 #include "portcheck.h"

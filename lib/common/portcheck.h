@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* portcheck.h - is a TCP port free for the rendezvous store?  Asked the way
  * the store's own listener binds (SO_REUSEADDR), so TIME_WAIT is free. */
 #ifndef DPG_LIB_PORTCHECK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* taskdist.c - Slurm per-node task counts, --distribution values, rank layout.
  * Owns the SLURM_STEP_TASKS_PER_NODE grammar and srun's block/cyclic/plane order. */
 #include "taskdist.h"

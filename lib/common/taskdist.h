@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* taskdist.h - Slurm task counts per node ("2(x3),1") and the rank layout
  * they imply (block, cyclic, plane), as used by srun for a step. */
 #ifndef DPG_LIB_TASKDIST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bindenv.c - turns one task's row of the node plan into environment
  * variables, translating GPU indices into the space the task's runtime sees. */
 #include "bindenv.h"

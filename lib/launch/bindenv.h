@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bindenv.h - the binding part of the contract: from a node's plan to the
  * variables one task gets (CUDA_VISIBLE_DEVICES, NIC variables, OMP, DPG_*). */
 #ifndef DPG_LIB_BINDENV_H

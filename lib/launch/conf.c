@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conf.c - strict parsing of the plugin's plugstack.conf arguments
  * (port_range=, default_gpus_per_task=, master_addr=, bind=, ...). */
 #include "conf.h"

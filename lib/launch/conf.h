@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conf.h - the site admin's configuration: plugstack.conf arguments
  * ("key=value" words), parsed strictly, with every default in one place. */
 #ifndef DPG_LIB_CONF_H

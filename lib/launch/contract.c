@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* contract.c - the rank contract: reads a task's SLURM_* variables, checks
  * them for consistency and produces the variables dpg exports into the task. */
 #include "contract.h"

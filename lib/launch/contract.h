@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* contract.h - the rank contract: from a task's SLURM_* environment to the
  * variables dpg exports (RANK, WORLD_SIZE, MASTER_ADDR, DPG_*, ...). */
 #ifndef DPG_LIB_CONTRACT_H

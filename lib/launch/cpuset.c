@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpuset.c - the fixed-size set of PU (logical CPU) numbers the planner works
  * in, its Linux CPU-list syntax ("0-11,48-59") and the conversions to and
  * from this process's sched affinity (pure libc, safe in slurmstepd). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpuset.h - a fixed-size set of PU (logical CPU) OS indices, its Linux
  * CPU-list syntax, and this process's sched affinity as such a set. */
 #ifndef DPG_LIB_CPUSET_H

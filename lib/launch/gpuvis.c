@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpuvis.c - translation between dpg's physical GPU indices and the index
  * space a task's CUDA/ROCm runtime uses after Slurm's gres and cgroups. */
 #include "gpuvis.h"

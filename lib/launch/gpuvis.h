@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpuvis.h - the *_VISIBLE_DEVICES string a task needs so that it sees the
  * GPUs dpg chose, whatever numbering Slurm's cgroups and gres already imposed. */
 #ifndef DPG_LIB_GPUVIS_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib/launch/local.mk - what the plugin (inside slurmstepd) and dpg-plan link:
 # conf, option values, the contract, topology (hwloc), the planner, bindings.
 # Never threads, sockets or NCCL; never the runtime.

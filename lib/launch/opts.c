@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* opts.c - parsing of the user's --dpg-* option values into a dpg_request.
  * Strict: a value is accepted only if every byte of it is understood. */
 #include "opts.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* opts.h - the user's per-step request (--dpg-* options) and the parsing of
  * each option's value, shared by the plugin's callbacks and dpg-plan. */
 #ifndef DPG_LIB_OPTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* plan.c - the binding planner: GPUs, NICs and a cpuset for every local task
  * of a step, from the plain facts of topo.h (its text and JSON: plan_fmt.c).
  *

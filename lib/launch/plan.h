@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* plan.h - the binding planner: which GPUs, NICs and CPUs each local task of
  * a step gets on one node, from the facts of topo.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* plan_fmt.c - a plan as text: one task's line (dpg-plan, --dpg-verbose) and
  * the whole plan as JSON (dpg-plan --json, the golden files in tests/plan). */
 #include "plan.h"

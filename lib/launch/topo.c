@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topo.c - read the node facts the planner needs out of hwloc (an XML file,
  * an XML buffer, or this machine) into the plain structs of topo.h, plus the
  * bus-id and PCI-nearness helpers that go with them and the forked check of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topo.h - the node facts the binding planner needs (GPUs, NICs, packages,
  * NUMA nodes, cores), read once from hwloc into plain C structs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend.h - what a communicator backend sees: the communicator's shape, its
  * operations table, and the one set of arguments every backend's init gets. */
 #ifndef DPG_LIB_BACKEND_H

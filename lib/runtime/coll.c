@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* coll.c - the collectives of the public API: one call descriptor, one
  * argument check, one dispatch to the backend, each failure recorded once;
  * and dpg_all_gather_bytes on top of them (or of the store, on NCCL). */

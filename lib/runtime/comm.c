@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* comm.c - a context's communicators: the size-1 "self" backend, starting
  * the CPU or NCCL backend, split, destroy, abort, and the mesh registry. */
 #include "comm.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* comm.h - a context's communicators (comm.c): create (world, split), start
  * their backend, destroy, abort them all, the meshes still alive, and the edge
  * of every public call on one (its checks and the one place a failure is

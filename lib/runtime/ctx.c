@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctx.c - the context's accessors, its last error and the one mapping of
  * internal return codes to the public dpg_status_t. */
 #include "ctx.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctx.h - the context of a process in a job (struct dpg_ctx), shared by the
  * runtime's own files (init, comm, coll); others use runtime.h. */
 #ifndef DPG_LIB_CTX_H

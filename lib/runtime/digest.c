@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* digest.c - digest.h over OpenSSL 3's libcrypto: EVP_Digest* for SHA-256,
  * EVP_MAC ("HMAC") for HMAC-SHA256, CRYPTO_memcmp for the compare.
  *

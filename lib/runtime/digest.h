@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* digest.h - SHA-256, HMAC-SHA256 and a constant-time compare for the store's
  * authentication and the checkpoints' checksums; OpenSSL stays behind it. */
 #ifndef DPG_LIB_DIGEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* init.c - joining and leaving the job: dpg_init (join.c, the rendezvous
  * store, the greeting of every rank, the backend choice, the world),
  * dpg_finalize and dpg_abort. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* join.c - resolve how this process joins its job from explicit options
  * and the environment.  Pure: every variable is read through the caller's
  * lookup function; nothing is printed, nothing global is touched. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* join.h - how a process joins a job: rank, sizes, rendezvous address,
  * job secret and runtime settings, resolved from explicit options and the
  * environment (DPG_*, torchrun's names, SLURM_*, Open MPI, PMI).

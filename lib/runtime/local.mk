@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib/runtime/local.mk - libdpg's communication layer: context and init, the
 # rendezvous store, TCP, the CPU backend (cpu/) and the NCCL backend (nccl/).
 noinst_LTLIBRARIES += libdpgrt.la

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mesh.c - a device mesh of 1..3 dimensions over the world, one
  * communicator per dimension, built with dpg_comm_split.  Dimensions are
  * given outermost first; the innermost one runs over consecutive ranks. */

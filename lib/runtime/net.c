@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* net.c - blocking TCP made safe: every wait is a poll() bounded by an
  * absolute deadline, and an abort flag can end it early. */
 #include "net.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* net.h - TCP with deadlines: listen, connect with retry and backoff, and
  * whole-buffer reads and writes that end by a deadline instead of hanging. */
 #ifndef DPG_LIB_NET_H

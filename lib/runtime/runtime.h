@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* runtime.h - what the rest of libdpg (the train wing) may ask of a
  * context besides the public API: its last error, device, names, store. */
 #ifndef DPG_LIB_RUNTIME_H

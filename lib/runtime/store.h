@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store.h - the rendezvous store: a key-value server run by rank 0 on
  * MASTER_ADDR:MASTER_PORT and its clients, authenticated by the job secret. */
 #ifndef DPG_LIB_STORE_H

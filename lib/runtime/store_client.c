@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_client.c - the rendezvous store's blocking client: connect and
  * authenticate, one request at a time with deadlines, the job secret's parser.
  *

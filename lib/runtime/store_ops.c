@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_ops.c - the store server's request handlers: one function per op
  * (SET, GET, ADD, CAS, WAIT, DEL, CANCEL) in a table indexed by op code, and
  * the GET/WAIT requests parked on keys not set yet. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_server.c - the rendezvous store's server: one epoll thread accepting,
  * authenticating, reading and writing every client connection.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_server.h - the store server's state and connections, shared by its
  * event loop (store_server.c) and its request handlers (store_ops.c). */
 #ifndef DPG_LIB_STORE_SERVER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_table.c - the store server's key table: FNV-1a with a random seed
  * over power-of-two buckets, values as shared reference-counted blobs. */
 #include "store_table.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_table.h - the store server's key table: a seeded hash table of keys
  * with reference-counted values, and the intrusive list its waiters hang on
  * (internal to store_server.c and store_table.c). */

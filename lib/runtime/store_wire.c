@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_wire.c - the rendezvous store's wire codec and HMAC challenge, shared
  * by the server (store_server.c) and the client (store_client.c). */
 #include "store_wire.h"

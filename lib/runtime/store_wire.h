@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store_wire.h - what both ends of the rendezvous store share: the wire
  * format, op codes, limits and the HMAC challenge (internal to store_*.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* version.c - libdpg's version string.
  * The runtime (dpg_init, collectives) builds on this in later releases. */
 #include "dpg.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* xchg.c - the all-exchange over the rendezvous store (see xchg.h): the
  * members publish, member 0 collects, checks and republishes one table. */
 #include "xchg.h"

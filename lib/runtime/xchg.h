@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* xchg.h - the all-exchange over the rendezvous store: every member of a
  * group contributes one value, every member gets all values. */
 #ifndef DPG_LIB_XCHG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ckpt.c - sharded checkpoints on disk: the versioned, checksummed meta and
  * shard-RRRRR formats, the latest pointer, resharding reads (files: fileio.c). */
 #include "ckpt.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ckpt.h - sharded checkpoint files: atomic per-rank shard files with
  * global offsets and SHA-256, metadata, the "latest" pointer, resharding. */
 #ifndef DPG_LIB_CKPT_H

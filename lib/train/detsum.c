@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* detsum.c - fixed-point folding of gradients and exact 128-bit sums of
  * squares: what makes the deterministic step independent of world size. */
 #include "detsum.h"

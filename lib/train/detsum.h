@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* detsum.h - order-independent gradient sums for the deterministic sharded
  * step: fp32 -> 64-bit fixed point (exact, associative adds) and back. */
 #ifndef DPG_LIB_DETSUM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fileio.c - durable files: whole reads and writes, directory syncs, mkdir -p,
  * trusted directories, the atomic writer (.NAME.tmp.PID.RAND, hashed, renamed). */
 #include "fileio.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fileio.h - durable files: whole reads and writes, directory syncs, mkdir -p,
  * and an atomic, hashed writer (the checkpoint's file layer). */
 #ifndef DPG_LIB_FILEIO_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib/train/local.mk - the sharded data-parallel step over the runtime: layout,
 # optimizer (C and CUDA), fixed-point sums, checkpoints, training helpers.
 noinst_LTLIBRARIES += libdpgtrain.la

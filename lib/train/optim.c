@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* optim.c - the host loops of the optimizer step over a shard: AdamW, SGD,
  * the fixed-order sum of squares and the bulk bf16 conversions. */
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* optim.h - the optimizer arithmetic, written once for the C loops (optim.c,
  * used by zero.c) and the CUDA kernels (zero_cuda.cu): AdamW, SGD, bf16. */
 

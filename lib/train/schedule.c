@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* schedule.c - the public training helpers of dpg_zero.h: the warm-up +
  * cosine learning rate, micro-steps per step, per-rank seeds, the batch. */
 

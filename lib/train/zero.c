@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero.c - the sharded data-parallel model (ZeRO stages 1-3): parameter
  * registration, gradient reduction, the optimizer step, gathers (state:
  * zero_impl.h, buffers: zero_mem.c, checkpoints: zero_ckpt.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_ckpt.c - dpg_zero_save and dpg_zero_load: the sharded model's state
  * to and from ckpt.c's files, every rank agreeing on the outcome. */
 #include <stdbool.h>

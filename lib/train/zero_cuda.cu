@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_cuda.cu - the sharded step's GPU side (zero_cuda.h): device memory
  * wrappers, and lib/optim.h's arithmetic, sumsq, scale and bf16 as kernels. */
 

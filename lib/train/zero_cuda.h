@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_cuda.h - the sharded step's GPU side (zero_cuda.cu): device memory
  * and lib/optim.h's arithmetic as kernels; zero.c never includes CUDA. */
 #ifndef DPG_LIB_ZERO_CUDA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_impl.h - the sharded model's state, and the helpers zero.c (the model
  * and its step) shares with zero_ckpt.c (its checkpoints); not public. */
 #ifndef DPG_LIB_ZERO_IMPL_H

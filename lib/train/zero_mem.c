@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_mem.c - the sharded model's buffers: the same operations on host and
  * device memory (zero_cuda.cu on the GPU), and the stage-3 gather buffer pool. */
 #include "zero_mem.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_mem.h - the sharded model's buffers: the same operations on host and
  * device memory, and the pool of stage-3 gather buffers. */
 #ifndef DPG_LIB_ZERO_MEM_H

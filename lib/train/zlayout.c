@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zlayout.c - lays out a sharded model's parameters in padded per-unit
  * flat buffers and answers which rank owns which elements. */
 #include "zlayout.h"

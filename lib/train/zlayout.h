@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* zlayout.h - the flat, padded layout of a sharded model (ZeRO): which
  * parameter lives where in each unit, and which slice each rank owns. */
 #ifndef DPG_LIB_ZLAYOUT_H

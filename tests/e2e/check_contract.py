@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """check_contract.py - check what the tasks of ONE srun step received.
 
 Reads the "DPGE2E" lines that tests/e2e/taskenv.sh printed (one per task;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """check_victim.py - check the output of a coll_victim step (tests/e2e/run.sh).
 
     check_victim.py --world 6 --victim 3 --death DEATH_FILE [--max-s 10] OUT

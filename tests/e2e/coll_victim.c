@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* coll_victim.c - e2e helper for tests/e2e/run.sh: a rank killed in the middle
  * of an allreduce; the others must fail fast and name it.
  *

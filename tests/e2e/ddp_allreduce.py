@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Real client check: torch.distributed (gloo, init_method='env://') all_reduce
 under srun, relying ONLY on the variables dpg's SPANK plugin exports (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK/LOCAL_WORLD_SIZE/NODE_RANK

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib.sh - helpers for tests/e2e/run.sh and bench/ (sourced, bash).
 # Needs: E2E_DIR (this directory), LAB (the minicluster dir, after start),
 # WORK (scratch dir for outputs).

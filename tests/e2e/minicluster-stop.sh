@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # minicluster-stop.sh LAB_DIR [--rm] - stop a cluster started by minicluster.sh.
 #
 # Cancels its jobs, then stops exactly the daemons whose PIDs minicluster.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # minicluster.sh - start a throw-away, real Slurm cluster on this one machine.
 #
 # Needs (Debian 12 / Slurm 22.05): slurmctld slurmd slurm-client munge, root.

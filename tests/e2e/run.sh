@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh - dpg's end-to-end tests against a REAL Slurm (22.05) minicluster.
 #
 #   PLUGIN_SO=/abs/.libs/dpg.so DPG_PLAN=/abs/dpg-plan tests/e2e/run.sh

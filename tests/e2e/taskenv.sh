@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # taskenv.sh - run as a task under srun: print ONE line describing this task
 # (what Slurm says it is, and every variable of dpg's contract), for
 # check_contract.py (also the binding variables and E2E_CPUS_ALLOWED, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # templates.sh - submit the etc/sbatch/ templates to a real 3-node Slurm
 # minicluster with dpg.so in plugstack.conf and check what they print.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* faults.c - fault injection for libdpg (issue 7): kill, stop and attack a
  * running job on this machine and measure how its surviving ranks find out.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh - the fault-injection suite of libdpg (tests/faults/README.md).
 #
 #   tests/faults/run.sh [FAULTS_BINARY] [CASE-GLOB...]

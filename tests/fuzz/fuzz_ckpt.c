@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_ckpt.c - libFuzzer harness for lib/train/ckpt.c's readers: the input
  * becomes a checkpoint file in a private temp dir and is read back.  Byte 0:
  * bits 0-1 pick the file (0 meta, 1 shard-00000 of a valid 2-rank save,

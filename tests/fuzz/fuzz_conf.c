@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_conf.c - libFuzzer harness for lib/conf.c: the input is split into
  * plugstack.conf words on whitespace (like slurmd does), except that the last
  * line, if the input has more than one, is used as the node name for

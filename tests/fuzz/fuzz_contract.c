@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_contract.c - libFuzzer harness for lib/contract.c: a task's
  * environment is built from the input, one "NAME=VALUE" per line, and looked
  * up through a table-backed getenv (as in tests/unit/launch/test_contract.c).

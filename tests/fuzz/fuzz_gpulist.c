@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_gpulist.c - libFuzzer harness for the GPU and CPU list strings:
  * SLURM_STEP_GPUS / CUDA_VISIBLE_DEVICES (lib/launch/gpuvis.c), Linux CPU
  * lists (lib/launch/cpuset.c, parse and format round trip) and the list

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_hostlist.c - libFuzzer harness for lib/hostlist.c: count, nth and
  * expand on arbitrary bytes, with cross-checks between the three. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_join.c - libFuzzer harness for lib/runtime/join.c: "NAME=VALUE" lines
  * are the variable table dpg_join_resolve reads; a first line "@N,M,..." sets
  * opts (rank, world_size, local_rank, local_world_size, port, timeout). */

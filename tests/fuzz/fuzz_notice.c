@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_notice.c - libFuzzer harness for what a CPU-backend peer can send
  * before it is trusted: failure notices and failure words (lib/runtime/cpu/
  * shm.c's dpg_fail_valid / dpg_fail_format, the check ring.c applies to every

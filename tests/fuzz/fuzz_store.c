@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_store.c - libFuzzer harness for the server side of the store's wire
  * protocol (lib/runtime/store_wire.h).  One server runs for the whole process
  * (127.0.0.1, port 0, a fixed secret).  Per input: connect, read the HELLO,

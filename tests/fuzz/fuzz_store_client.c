@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_store_client.c - libFuzzer harness for the store's CLIENT
  * (store_client.c): a fake server answers dpg_store_connect and one request.
  *

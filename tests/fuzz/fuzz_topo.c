@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_topo.c - libFuzzer harness for lib/topo.c + lib/plan.c: load the
  * input as an hwloc XML topology (dpg_topo_load_xml_buffer), then plan a few
  * task/GPU shapes on it (dpg_plan_make, format, JSON) and free everything.

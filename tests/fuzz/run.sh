@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh [SECONDS] - build every libFuzzer harness of tests/fuzz into a work
 # dir and run each for SECONDS (default 60).  Prints, per harness,
 #   ok NAME (EXECS execs, cov COV)   or   CRASH NAME ARTIFACT

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/gpu/run.sh - the NCCL backend's tests on this host's GPUs (make
 # check-gpu): the collectives (test_nccl_coll), then the sharded step and its
 # kernels (test_zero_gpu).  Exits 77, automake's "skipped", where there is no

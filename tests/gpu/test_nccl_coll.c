@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nccl_coll.c - collective correctness on the NCCL backend, through
  * the public API: N ranks as processes on this host, one GPU each (NCCL
  * allows one rank per device, so one GPU means N = 1).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_zero_gpu.c - the sharded step (dpg_zero_*) on the GPU:
  *
  *  1. kernels: on device 0, dpg_cuda_adamw / dpg_cuda_sgd give the same

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/plan/run.sh - golden binding plans: for each hwloc fixture in
 # tests/fixtures/topo and each task shape (tasks per node x GPUs per task),
 # `dpg-plan --topology FIXTURE --json` must print exactly

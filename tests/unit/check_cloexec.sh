@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # check_cloexec.sh - every descriptor the plugin's code opens inside
 # slurmstepd (plugin/, lib/launch/, lib/common/) is close-on-exec: each
 # open/openat/socket/accept4/fopen/pipe2/dup3 call names O_CLOEXEC,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # check_layering.sh - the architecture, checked on the build (make check):
 #   plugin/tools -> launch -> common <- runtime <- train
 # (a) libdpg.so needs no hwloc;

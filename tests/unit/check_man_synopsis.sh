@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # check_man_synopsis.sh - every function libdpg exports (lib/libdpg.map) is
 # in the SYNOPSIS of doc/libdpg.3, and every function there is exported.
 # One line per failure (make check).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/unit/local.mk - the cmocka unit tests, one program per module in the
 # folder of its wing (tests/unit/<wing>/test_<module>.c), the golden plans
 # (tests/plan) and the layering check.  Each program's source is its default

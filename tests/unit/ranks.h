@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ranks.h - the multi-process harness of the runtime's unit tests: fork N
  * rank processes that join through the environment, as tasks of a job do.
  * Include after <cmocka.h> and define SECRET_A and MAX_RANKS first. */

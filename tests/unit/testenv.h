@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testenv.h - what every multi-process test of libdpg does to its ranks'
  * environment: drop what a launcher left, set integers, a free port.  No
  * cmocka here. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* clock.h - the CPU backend's fine clock: monotonic nanoseconds for spin and
  * yield budgets (millisecond deadlines use net.h's dpg_now_ms). */
 #ifndef DPG_LIB_CPU_CLOCK_H

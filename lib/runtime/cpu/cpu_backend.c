@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpu_backend.c - the CPU backend's setup and ops: rendezvous through the
  * store, the ring order, the node segment, the TCP hops, and the dpg_comm_ops
  * that describe each collective to shm.c (direct) or ring.c (the ring).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpu_backend.h - the CPU backend of struct dpg_comm: collectives over TCP
  * between nodes and over shared memory inside a node.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hello.c - the authenticated hello of the CPU backend's TCP hops: the key
  * from the job secret, the challenge, and the HMAC that binds a hello to it. */
 #include "hello.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hello.h - the CPU backend's rendezvous on the wire: the address record a
  * rank publishes in the store, and the hello that opens every TCP hop. */
 #ifndef DPG_LIB_CPU_HELLO_H

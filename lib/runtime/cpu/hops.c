@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hops.c - the CPU backend's TCP hops, connected by one non-blocking poll
  * loop: our two channels to the next rank and the previous rank's to us.
  *

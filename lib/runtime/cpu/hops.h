@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hops.h - connecting the CPU backend's TCP hops: one poll loop connects our
  * two channels to the next rank while it accepts the previous rank's. */
 #ifndef DPG_LIB_CPU_HOPS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reduce.c - the bulk combine loops of the CPU collectives.
  *
  * Every (dtype, op) pair gets its own loop so that the op is a constant and

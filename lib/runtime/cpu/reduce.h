@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reduce.h - the bulk CPU combine of the collectives (reduce.c), built on
  * common/dtype.h's element math. */
 #ifndef DPG_LIB_REDUCE_H

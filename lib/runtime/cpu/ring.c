@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ring.c - the CPU backend's ring engine and failure-notice protocol (see
  * cpu_backend.h for the overview, ring.h for the interface).
  *

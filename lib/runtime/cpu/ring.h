@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ring.h - the CPU backend's ring engine and failure-notice protocol: the
  * communicator state it runs on, the job it runs, and its entry points.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shm.c - the node segment's failure word, futex bells and waits, and its
  * pipes mode (see shm.h for the protocol, shm_impl.h for the layout). */
 #include "shm_impl.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shm.h - the shared-memory side of the CPU backend: one persistent segment
  * per node and communicator, created by the node's first rank (shm_open,
  * its memory reserved, named through the rendezvous store, unlinked by the

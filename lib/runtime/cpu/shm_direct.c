@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shm_direct.c - direct-mode collectives: the whole communicator on one node
  * runs through the segment's slot sets (see shm.h).
  *

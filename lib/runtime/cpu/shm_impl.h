@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shm_impl.h - the node segment's internal layout (header, control lines,
  * handle) and what shm.c, shm_seg.c and shm_direct.c share; not for callers. */
 #ifndef DPG_LIB_SHM_IMPL_H

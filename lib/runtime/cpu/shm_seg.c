@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shm_seg.c - the node segment's life: its geometry, creation by local index
  * 0, attachment by the others, unlinking and closing (see shm.h). */
 #include "shm_impl.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stamp.c - the CPU collectives' stamps: make, compare, and the message that
  * names both sides of a mismatch (see stamp.h). */
 #include "stamp.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stamp.h - what a CPU collective is, as every rank checks it against its
  * peers' (stamp.c): the communicator's sequence number, kind, count, dtype,
  * op and root, 32 bytes carried in data already exchanged (the first bytes of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl_backend.c - the NCCL backend: dpg_comm_ops mapped onto a nonblocking
  * NCCL communicator.  Every wait (init, enqueue, stream completion,
  * finalize) is a poll bounded by a deadline and the abort flags; on an error

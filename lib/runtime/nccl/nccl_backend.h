@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl_backend.h - the NCCL backend of dpg_comm: a thin mapping onto a
  * nonblocking NCCL communicator whose every wait is bounded by a deadline
  * and an abort flag.  Built only when configure finds NCCL (comm.c and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_env.c - unit tests for lib/common/env.c: dpg_env_add / dpg_env_get,
  * formatting, a full table, a name or value too long. */
 #include <stdarg.h>

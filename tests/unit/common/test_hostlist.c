@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_hostlist.c - unit tests for lib/common/hostlist.c: forms, padding, order, limits, hostile input.
  * With DPG_TEST_LIBSLURM=1 also a differential test against libslurm's own hostlist. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_parse.c - unit tests for lib/common/parse.c: dpg_parse_ulong's
  * strictness and bounds, dpg_hex_digit and dpg_int_list_parse. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_port.c - unit tests for lib/common/port.c: the MASTER_PORT formula, its
  * stride, and the parsers for port ranges, single ports and RESV_PORTS. */
 #include <stdarg.h>

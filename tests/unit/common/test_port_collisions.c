@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_port_collisions.c - seeded simulation of a shared-node GPU cluster that
  * measures MASTER_PORT collision rates of dpg's formula (lib/common/port.c)
  * against other schemes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_portcheck.c - unit tests for lib/common/portcheck.c: a port left in
  * TIME_WAIT by the previous step is free, a listening port is busy. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_taskdist.c - unit tests for lib/common/taskdist.c: tasks-per-node strings,
  * distribution names, and block/cyclic/plane rank layouts including errors. */
 #include <stdarg.h>

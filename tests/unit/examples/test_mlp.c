@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_mlp.c - tests of examples/mlp.h, the model of examples/train: forward against a naive
  * reference, finite-difference gradients of every tensor, accumulation, dataset and init determinism, SGD learns. */
 #include <stdarg.h>

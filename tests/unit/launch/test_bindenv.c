@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_bindenv.c - unit tests for lib/launch/bindenv.c: a plan row and the
  * task's environment -> the binding variables exported to the task
  * (dpg_bind_env), and dpg_bind_parse from lib/launch/opts.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_conf.c - unit tests for lib/launch/conf.c: defaults, every plugstack.conf
  * key with good and bad values, dpg_conf_parse and the master_addr= rule. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_contract.c - unit tests for lib/launch/contract.c: from a task's SLURM_*
  * environment (a table-backed getenv) to the exported rank contract. */
 #include <stdarg.h>

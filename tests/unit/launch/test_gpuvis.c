@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_gpuvis.c - unit tests for lib/launch/gpuvis.c: device lists, Slurm's
  * GPU index spaces, visible-device strings, and dpg_gpu_visibility_parse
  * (lib/launch/opts.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_opts.c - unit tests for lib/launch/opts.c: the value parsers of the
  * --dpg-* options (accepted boundaries, rejected forms, the message naming
  * the option), dpg_request_init, dpg_bind_parse and dpg_gpu_visibility_parse. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_plan.c - unit tests for lib/launch/topo.c and lib/launch/plan*.c:
  * loading hwloc XML (our hand-written fixtures, and the real machines' files
  * in shared/topologies when present), GPU/NIC recognition, PCI nearness, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* storeproc.h - a rendezvous store served by a forked process for the
  * multi-rank unit tests, so that the test runner itself stays single-threaded. */
 #ifndef DPG_TEST_STOREPROC_H

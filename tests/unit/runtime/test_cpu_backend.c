@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cpu_backend.c - unit tests for the CPU collectives, lib/runtime/cpu/:
  * reduce.{h,c} (the f16/bf16 conversions and the combine kernels), shm.c,
  * ring.c and cpu_backend.c.  The collective tests fork N rank processes that

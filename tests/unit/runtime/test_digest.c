@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_digest.c - unit tests for lib/runtime/digest.c (libcrypto behind it): the
  * FIPS 180-2 SHA-256 vectors, incremental updates split at every offset, the
  * RFC 4231 HMAC-SHA256 vectors (one-shot and incremental), failure reporting

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_init.c - multi-process tests of libdpg's public API (dpg_init /
  * dpg_finalize, the collectives, split and mesh: lib/runtime/init.c, coll.c,
  * comm.c and mesh.c) on the CPU backend: every test forks N ranks that join

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_join.c - unit tests for lib/runtime/join.c: every source of the rank
  * contract (options, DPG_*, torchrun, SLURM_*, Open MPI, PMI), their
  * precedence, nested launchers and every inconsistency it must refuse. */

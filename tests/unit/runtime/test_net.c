@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_net.c - unit tests for lib/runtime/net.c: listen / connect / whole
  * buffer round trips over loopback, deadlines that expire on time, a closed
  * peer, the abort flag, connect retries and dpg_net_peer_name. */

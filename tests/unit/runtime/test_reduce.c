@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_reduce.c - unit tests for lib/runtime/cpu/reduce.c: dpg_reduce_n for
  * every dtype x op against an element-wise reference in double / int64, odd
  * lengths and misaligned buffers (vector tails), 1..4 sources, in place, the

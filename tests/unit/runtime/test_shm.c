@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_shm.c - unit tests for lib/runtime/cpu/shm.c used directly (not
  * through the CPU backend, which test_cpu_backend.c covers): bad arguments, the
  * segment's name and its removal once all have attached, a peer's bad or missing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_store.c - unit tests for the rendezvous store, lib/runtime/store_*.c,
  * and lib/runtime/digest.c: the operations, blocking and deadlines, concurrency, authentication and hostile peers. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_dpg_plan.c - tests of tools/dpg_plan.c, the dpg-plan command: runs
  * the built dpg-plan (DPG_PLAN_PATH) in a child process and checks its
  * output, exit status and messages for each mode. */

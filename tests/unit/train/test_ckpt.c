@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_ckpt.c - unit tests for lib/train/ckpt.c: save at 1-4 ranks and load at 1-5
  * (resharding), round trips, corruption, hostile files, other models, bad
  * latest pointers, a crash between the shards and the commit, and a shared

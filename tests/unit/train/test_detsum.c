@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_detsum.c - unit tests for lib/train/detsum.c: fixed-point folds that
  * are exact and independent of the order of the inputs, range errors, the
  * exact 128-bit sum of squares and the 32-bit limb encoding. */

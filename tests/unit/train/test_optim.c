@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_optim.c - lib/train/optim.{h,c} (AdamW, SGD, sumsq, bf16) and lib/train/schedule.c
  * against independent double-precision references and hand-computed values. */
 

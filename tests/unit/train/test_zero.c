@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_zero.c - the sharded data-parallel step (dpg_zero_*: lib/train/zero*.c) on the CPU
  * backend: equivalence across world sizes and stages, determinism, memory
  * per rank (the ZeRO formula), accumulation, hybrid sharding, checkpoints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_zlayout.c - the sharded model's layout (lib/train/zlayout.c): padding to
  * any group size, shard offsets, ownership ranges and the refusals. */
 #include <stdarg.h>
