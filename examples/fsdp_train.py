@@ -1,100 +1,119 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""fsdp_train.py - a tiny sharded-data-parallel training run on the variables
-dpg exports (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
+"""fsdp_train.py - sharded data parallelism with PyTorch 2.x FSDP on the
+variables dpg exports (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
 
-    srun -N2 --ntasks-per-node=2 --dpg-gpus-per-task=0 python3 fsdp_train.py
+    srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 python3 fsdp_train.py
+    srun ... fsdp_train.py --steps 40 --ckpt DIR --save-at 20     # DCP save
+    srun -N2 ... fsdp_train.py --steps 40 --ckpt DIR --resume     # any world size
 
-With a GPU per task (--dpg-gpus-per-task=1) it trains on cuda:LOCAL_RANK with
-NCCL; without one on the CPU with gloo.  It wraps the model in PyTorch's
-FullyShardedDataParallel.  Where FSDP cannot be used -- PyTorch 1.13 as
-packaged by Debian 12 cannot even import torch.distributed.fsdp under
-Python 3.11 (a dataclass error), and FSDP before 2.1 needs CUDA -- it says so
-on rank 0 and falls back to DDP with ZeroRedundancyOptimizer (ZeRO stage 1:
-optimizer state sharded across ranks), which exercises the same rendezvous.
-Set DPG_FSDP=require to fail instead of falling back.
+The model is sharded with the per-parameter `fully_shard` (FSDP2, PyTorch
+>= 2.6): it runs on the CPU with gloo as well as on GPUs with NCCL.  Each
+step draws one global batch of 48 samples from a per-step seed and every rank
+trains on its 48/WORLD_SIZE rows, so the loss curve does not depend on the
+world size: a checkpoint saved by 6 ranks with torch.distributed.checkpoint
+(DCP) and loaded by 4 continues the same curve.  Without fully_shard (Debian
+12's PyTorch 1.13) it exits non-zero and says why; it never falls back.
+Rank 0 prints "step N loss L" for every step; every rank prints how many
+parameter elements it holds.
 """
+import argparse
 import os
 import sys
 
 import torch
 import torch.distributed as dist
 
+GLOBAL_BATCH = 48
 
-def try_fsdp(module, device):
-    """Return (wrapped module, None) or (None, reason)."""
+
+def fail(msg):
+    print(f"fsdp_train.py: {msg}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
+def imports():
+    """fully_shard and DCP, or a clear exit naming what is missing."""
     try:
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-    except Exception as e:  # noqa: BLE001 - any import failure means "no FSDP"
-        return None, f"cannot import torch.distributed.fsdp ({type(e).__name__}: {e})"
-    try:
-        kw = {"device_id": device} if device.type == "cuda" else {}
-        return FSDP(module.to(device), **kw), None
-    except Exception as e:  # noqa: BLE001
-        return None, f"FSDP refused the model ({type(e).__name__}: {e})"
+        from torch.distributed.fsdp import fully_shard
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    except ImportError as e:
+        fail(f"PyTorch {torch.__version__} has no FSDP2 (torch.distributed.fsdp.fully_shard, "
+             f"PyTorch >= 2.6 needed): {e}; use the test environment (scripts/pyenv.sh)")
+    return fully_shard, dcp, get_state_dict, set_state_dict
+
+
+def build(fully_shard, device):
+    torch.manual_seed(0)  # the same initial weights everywhere
+    net = torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.ReLU(),
+                              torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                              torch.nn.Linear(256, 1)).to(device)
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(net)
+    return net
+
+
+def batch(step, rank, world):
+    gen = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(GLOBAL_BATCH, 16, generator=gen)
+    y = torch.sin(x @ (torch.arange(16, dtype=torch.float32) / 16)).unsqueeze(1)
+    n = GLOBAL_BATCH // world
+    return x[rank * n:(rank + 1) * n], y[rank * n:(rank + 1) * n]
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--ckpt", help="DCP checkpoint directory")
+    ap.add_argument("--save-at", type=int, default=0, help="save after this step")
+    ap.add_argument("--resume", action="store_true", help="load --ckpt first")
+    args = ap.parse_args()
+    fully_shard, dcp, get_state_dict, set_state_dict = imports()
+
     use_cuda = torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != ""
-    if use_cuda:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+    device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
     dist.init_process_group("nccl" if use_cuda else "gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)  # the same initial weights everywhere
-    net = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-
-    model, why = try_fsdp(net, device)
-    if model is not None:
-        mode = "fsdp"
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    else:
-        if os.environ.get("DPG_FSDP") == "require":
-            print(f"rank {rank}: FSDP unavailable: {why}", file=sys.stderr, flush=True)
-            dist.destroy_process_group()
-            raise SystemExit(1)
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        mode = "ddp+zero1"
-        model = DDP(net.to(device), device_ids=[device.index] if use_cuda else None)
-        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.05)
-        if rank == 0:
-            print(f"FSDP unavailable: {why}; falling back to DDP + ZeroRedundancyOptimizer",
-                  flush=True)
+    if GLOBAL_BATCH % world:
+        fail(f"world size {world} does not divide the global batch {GLOBAL_BATCH}")
+    net = build(fully_shard, device)
+    opt = torch.optim.Adam(net.parameters(), lr=0.002)
+    local = sum(p.to_local().numel() for p in net.parameters())
+    total = sum(p.numel() for p in net.parameters())
+    print(f"rank {rank}/{world}: holds {local} of {total} parameter elements", flush=True)
     if rank == 0:
-        print(f"mode {mode} on {device}, world size {world}", flush=True)
+        print(f"mode fsdp2 (fully_shard) on {device.type}, world size {world}", flush=True)
 
-    gen = torch.Generator().manual_seed(1234 + rank)  # each rank its own data
-    w_true = torch.arange(16, dtype=torch.float32) / 16
-    for step in range(1, 41):
-        x = torch.randn(32, 16, generator=gen)
-        y = x @ w_true + 0.5
-        loss = torch.nn.functional.mse_loss(model(x.to(device)).squeeze(1), y.to(device))
+    start = 0
+    if args.resume:
+        msd, osd = get_state_dict(net, opt)
+        state = {"model": msd, "optim": osd, "step": torch.zeros((), dtype=torch.int64)}
+        dcp.load(state, checkpoint_id=args.ckpt)
+        set_state_dict(net, opt, model_state_dict=msd, optim_state_dict=osd)
+        start = int(state["step"])
+        if rank == 0:
+            print(f"resumed from {args.ckpt} at step {start} on {world} ranks", flush=True)
+
+    for step in range(start + 1, args.steps + 1):
+        x, y = batch(step, rank, world)
+        loss = torch.nn.functional.mse_loss(net(x.to(device)), y.to(device))
         opt.zero_grad()
         loss.backward()
         opt.step()
-        total = loss.detach().clone()
-        dist.all_reduce(total)
-        if rank == 0 and step % 10 == 0:
-            print(f"step {step:3d}  mean loss {total.item() / world:.4f}", flush=True)
-
-    # every rank must hold identical full weights
-    if mode == "fsdp":
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-        with FSDP.summon_full_params(model):
-            flat = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
-    else:
-        flat = torch.cat([p.detach().reshape(-1).clone() for p in model.module.parameters()])
-    ref = flat.clone()
-    dist.broadcast(ref, 0)
-    same = torch.equal(flat, ref)
-    print(f"rank {rank}/{world} local_rank {os.environ.get('LOCAL_RANK', '?')} on "
-          f"{os.environ.get('SLURMD_NODENAME', '?')}: mode {mode}: weights in sync: {same}",
-          flush=True)
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        if rank == 0:
+            print(f"step {step} loss {mean.item() / world:.7f}", flush=True)
+        if args.ckpt and step == args.save_at:
+            msd, osd = get_state_dict(net, opt)
+            dcp.save({"model": msd, "optim": osd, "step": torch.tensor(step)},
+                     checkpoint_id=args.ckpt)
+            if rank == 0:
+                print(f"saved step {step} to {args.ckpt} on {world} ranks", flush=True)
+    dist.barrier()  # gloo aborts a rank whose peers tear down first
     dist.destroy_process_group()
-    if not same:
-        raise SystemExit(1)
 
 
 if __name__ == "__main__":

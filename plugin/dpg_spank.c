@@ -277,6 +277,7 @@ static int export_contract(spank_t sp)
 	char line[DPG_ERR_MSG_MAX];
 	const char *secret;
 	char hexsecret[DPG_SECRET_HEX_LEN + 1];
+	static const char *const stale[] = { DPG_TORCHELASTIC_STALE };
 
 	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == NULL) {
 		slurm_error("dpg: cannot read the task environment; no rank "
@@ -318,9 +319,9 @@ static int export_contract(spank_t sp)
 		slurm_error("dpg: cannot set DPG_SECRET");
 		return -1;
 	}
-	/* torch: "True" makes every rank a client of a store nobody serves */
-	if (task_getenv(env, "TORCHELASTIC_USE_AGENT_STORE") != NULL)
-		spank_unsetenv(sp, "TORCHELASTIC_USE_AGENT_STORE");
+	for (size_t i = 0; i < sizeof(stale) / sizeof(stale[0]); i++)
+		if (task_getenv(env, stale[i]) != NULL)
+			spank_unsetenv(sp, stale[i]);
 	for (size_t i = 0; i < st.env.n; i++) {
 		spank_err_t rc = spank_setenv(sp, st.env.v[i].name,
 					      st.env.v[i].value, 1);

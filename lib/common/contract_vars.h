@@ -59,6 +59,22 @@
 #define DPG_TORCH_MASTER_ADDR "MASTER_ADDR"
 #define DPG_TORCH_MASTER_PORT "MASTER_PORT"
 
+/* JAX's names (jax.distributed.initialize() with no arguments): the
+ * coordinator at MASTER_ADDR:MASTER_PORT instead of JAX's own port formula,
+ * and, with GPUs, the task's devices among those it can see */
+#define DPG_JAX_COORDINATOR_ADDRESS "JAX_COORDINATOR_ADDRESS"
+#define DPG_JAX_LOCAL_DEVICE_IDS "JAX_LOCAL_DEVICE_IDS"
+
+/* torchelastic's per-launch variables: they describe the torchrun agent that
+ * started a process, never a dpg task, so the plugin removes inherited ones
+ * (a stale TORCHELASTIC_RUN_ID makes frameworks believe torchrun started the
+ * task; TORCHELASTIC_USE_AGENT_STORE=True makes every rank a client of a
+ * store nobody serves) */
+#define DPG_TORCHELASTIC_STALE                                               \
+	"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID",               \
+	"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",           \
+	"TORCHELASTIC_ERROR_FILE"
+
 /* ------------------------------------------------------------- job secret
  * The plugin generates DPG_SECRET_BYTES random bytes as DPG_SECRET_HEX_LEN
  * lower-case hex digits; the runtime accepts any even number of hex digits

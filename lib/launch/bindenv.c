@@ -98,7 +98,7 @@ static int gpu_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 	const char *var = v == DPG_GPU_AMD ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
 	int own[DPG_TOPO_MAX_GPUS], order[DPG_TOPO_MAX_GPUS];
 	struct dpg_gpu_ns ns;
-	char vis[DPG_ENV_VALUE_MAX];
+	char vis[DPG_ENV_VALUE_MAX], ids[DPG_ENV_VALUE_MAX];
 	size_t norder;
 	enum dpg_gpu_visibility mode = p->gpus_shared ? DPG_VIS_ISOLATE : req->visibility;
 	const char *sg = req->step_gpus, *sv = req->step_visible;
@@ -115,7 +115,11 @@ static int gpu_vars(const struct dpg_plan *p, const struct dpg_plan_task *t,
 	if (rc < 0 || (rc == 0 && dpg_gpu_visible(&ns, mode, own, t->ngpus, order,
 						  norder, vis, sizeof(vis), err) != 0))
 		return dpg_err_prefix(err, var);
+	if (rc == 0 && dpg_gpu_local_ids(mode, own, t->ngpus, order, norder, ids,
+					 sizeof(ids), err) != 0)
+		return dpg_err_prefix(err, DPG_JAX_LOCAL_DEVICE_IDS);
 	if ((rc == 0 && dpg_env_add(out, var, "%s", vis) != 0) ||
+	    (rc == 0 && dpg_env_add(out, DPG_JAX_LOCAL_DEVICE_IDS, "%s", ids) != 0) ||
 	    (v == DPG_GPU_NVIDIA && dpg_env_add(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID") != 0) ||
 	    dpg_env_add(out, DPG_VAR_GPU_VISIBILITY, "%s",
 		mode == DPG_VIS_ORDERED ? "ordered" : "isolate") != 0 ||

@@ -290,6 +290,10 @@ int dpg_contract_build(const struct dpg_step *s, const struct dpg_task *t,
 	rc |= dpg_env_add(out, DPG_TORCH_ROLE_NAME, "%s", "default");
 	rc |= dpg_env_add(out, DPG_TORCH_MASTER_ADDR, "%s", s->master_addr);
 	rc |= dpg_env_add(out, DPG_TORCH_MASTER_PORT, "%u", (unsigned)s->master_port);
+	/* JAX's: an IPv6 literal goes in brackets before ":port" */
+	rc |= dpg_env_add(out, DPG_JAX_COORDINATOR_ADDRESS,
+			  strchr(s->master_addr, ':') != NULL ? "[%s]:%u" : "%s:%u",
+			  s->master_addr, (unsigned)s->master_port);
 	/* dpg's own, read by libdpg */
 	rc |= dpg_env_add(out, DPG_VAR_CONTRACT, "%d", DPG_CONTRACT_VARS_VERSION);
 	rc |= dpg_env_add(out, DPG_VAR_RANK, "%u", t->rank);

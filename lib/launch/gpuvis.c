@@ -103,3 +103,28 @@ int dpg_gpu_visible(const struct dpg_gpu_ns *ns, enum dpg_gpu_visibility mode,
 	return 0;
 }
 
+
+int dpg_gpu_local_ids(enum dpg_gpu_visibility mode, const int *own, size_t g,
+		      const int *order, size_t norder, char *buf, size_t len,
+		      struct dpg_err *err)
+{
+	size_t o = 0;
+
+	if (len == 0)
+		return dpg_errf(err, "no room for the local device ids");
+	buf[0] = '\0';
+	for (size_t k = 0; k < g; k++) {
+		size_t pos = k;
+
+		if (mode == DPG_VIS_ORDERED) {
+			for (pos = 0; pos < norder && order[pos] != own[k]; pos++)
+				;
+			if (pos == norder)
+				return dpg_errf(err, "GPU %d is not among the step's GPUs "
+						"on this node", own[k]);
+		}
+		if (append(buf, len, &o, (int)pos) != 0)
+			return dpg_errf(err, "device id list longer than %zu bytes", len - 1);
+	}
+	return 0;
+}

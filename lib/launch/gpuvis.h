@@ -44,4 +44,11 @@ int dpg_gpu_visible(const struct dpg_gpu_ns *ns, enum dpg_gpu_visibility mode,
 		    const int *own, size_t g, const int *order, size_t norder,
 		    char *buf, size_t len, struct dpg_err *err);
 
+/* The positions of the task's own GPUs among those it sees with the string
+ * dpg_gpu_visible built ("0,1" when isolated; LOCAL_RANK*G+k when ordered):
+ * what frameworks that pick devices by index need (JAX_LOCAL_DEVICE_IDS). */
+int dpg_gpu_local_ids(enum dpg_gpu_visibility mode, const int *own, size_t g,
+		      const int *order, size_t norder, char *buf, size_t len,
+		      struct dpg_err *err);
+
 #endif

@@ -11,7 +11,8 @@ other lines are ignored) from FILE (or stdin) and checks dpg's contract:
   of nodes, ROLE_RANK = RANK, ROLE_WORLD_SIZE = WORLD_SIZE, ROLE_NAME set,
   MASTER_ADDR = the node of rank 0 (or --master-addr), MASTER_PORT the same
   in every task and inside the port range, every DPG_* twin equal,
-  DPG_JOB_ID/DPG_STEP_ID = Slurm's, TORCHELASTIC_USE_AGENT_STORE never set.
+  DPG_JOB_ID/DPG_STEP_ID = Slurm's, JAX_COORDINATOR_ADDRESS = MASTER_ADDR:MASTER_PORT,
+  no TORCHELASTIC_* per-launch variable (JAX_LOCAL_DEVICE_IDS with G > 0).
 
 Binding (topology-aware plugin): every task with the contract must also have
 DPG_CPUS, DPG_NUMA and DPG_NICS; with --free-cpus (the Cpus_allowed_list of a
@@ -46,7 +47,11 @@ import xml.etree.ElementTree as ET
 
 CONTRACT = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK",
             "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
-            "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT"]
+            "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "JAX_COORDINATOR_ADDRESS"]
+# torchrun's per-launch variables: never in a dpg task, removed if inherited
+TORCHELASTIC = ["TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                "TORCHELASTIC_ERROR_FILE"]
 DPG = ["DPG_CONTRACT", "DPG_RANK", "DPG_WORLD_SIZE", "DPG_LOCAL_RANK",
        "DPG_LOCAL_WORLD_SIZE", "DPG_NODE_RANK", "DPG_NUM_NODES",
        "DPG_MASTER_ADDR", "DPG_MASTER_PORT", "DPG_JOB_ID", "DPG_STEP_ID",
@@ -56,12 +61,13 @@ BINDING = ["DPG_CPUS", "DPG_NUMA", "DPG_NICS"]
 # never set by anyone but dpg in this lab (--none: must be absent)
 BINDING_ONLY_DPG = ["CUDA_DEVICE_ORDER", "DPG_GPU_VISIBILITY", "DPG_GPUS", "DPG_NICS",
                     "DPG_CPUS", "DPG_NUMA", "UCX_NET_DEVICES", "NCCL_IB_HCA",
-                    "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS"]
+                    "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS",
+                    "JAX_LOCAL_DEVICE_IDS"]
 # compared with dpg-plan --topology when its answer has them (the CPU ones
 # depend on the cores Slurm gave the step, which dpg-plan does not know)
 PLAN_BINDING = ["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
                 "DPG_GPU_VISIBILITY", "DPG_GPUS", "DPG_NICS", "UCX_NET_DEVICES",
-                "NCCL_IB_HCA"]
+                "NCCL_IB_HCA", "JAX_LOCAL_DEVICE_IDS"]
 TWINS = [("RANK", "DPG_RANK"), ("WORLD_SIZE", "DPG_WORLD_SIZE"),
          ("LOCAL_RANK", "DPG_LOCAL_RANK"),
          ("LOCAL_WORLD_SIZE", "DPG_LOCAL_WORLD_SIZE"),
@@ -222,7 +228,7 @@ def main():
     if a.none:
         for t in tasks:
             keep = {kv.partition("=")[0] for kv in a.keep}
-            got = [k for k in CONTRACT + DPG + ["TORCHELASTIC_USE_AGENT_STORE"] + BINDING_ONLY_DPG
+            got = [k for k in CONTRACT + DPG + TORCHELASTIC + BINDING_ONLY_DPG
                    if k in t and k not in keep]
             extra = [x for x in t.get("E2E_DPG_VARS", "").split(",") if x]
             if got or extra:
@@ -243,8 +249,14 @@ def main():
         miss = [k for k in CONTRACT + DPG if k not in t]
         if miss:
             err(f"task SLURM_PROCID={t.get('SLURM_PROCID')}: missing {miss}")
-        if "TORCHELASTIC_USE_AGENT_STORE" in t:
-            err(f"task {t.get('SLURM_PROCID')}: TORCHELASTIC_USE_AGENT_STORE is set")
+        for k in TORCHELASTIC:
+            if k in t:
+                err(f"task {t.get('SLURM_PROCID')}: {k} is set (inherited, not removed)")
+        if "MASTER_ADDR" in t and "MASTER_PORT" in t:
+            host = f"[{t['MASTER_ADDR']}]" if ":" in t["MASTER_ADDR"] else t["MASTER_ADDR"]
+            if t.get("JAX_COORDINATOR_ADDRESS") != f"{host}:{t['MASTER_PORT']}":
+                err(f"task {t.get('SLURM_PROCID')}: JAX_COORDINATOR_ADDRESS="
+                    f"{t.get('JAX_COORDINATOR_ADDRESS')}, expected {host}:{t['MASTER_PORT']}")
     if errs:
         print("\n".join(errs))
         return 1
@@ -497,6 +509,10 @@ def main():
             except ValueError:
                 err(f"rank {r}: visible devices {t['_vis']!r} are not indices")
                 continue
+            pos = [vis.index(o) for o in t["_own"] if o in vis]
+            if t.get("JAX_LOCAL_DEVICE_IDS") != ",".join(map(str, pos)):
+                err(f"rank {r}: JAX_LOCAL_DEVICE_IDS={t.get('JAX_LOCAL_DEVICE_IDS')}, its GPUs "
+                    f"{t['_own']} are at {pos} of {t['_vis']}")
             if a.visibility == "isolate":
                 if vis != t["_own"]:
                     err(f"rank {r}: isolate: sees {t['_vis']}, its GPUs are {t['_own']} ({t['DPG_GPUS']})")

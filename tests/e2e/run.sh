@@ -411,9 +411,10 @@ pcase "-m arbitrary + user MASTER_ADDR=n3: full contract" \
 	env SLURM_HOSTFILE="$WORK/hostfile" MASTER_ADDR=n3 srun --jobid="$ALLOC" --overlap -m arbitrary -n4 "${G[@]}" "$T"
 pcase "--dpg-verbose without --dpg-gpus-per-task: warned, nothing exported" \
 	c_no_contract verbonly.out 'dpg: .*no effect' st -N3 -n3 --dpg-verbose "$T"
-pcase "user TORCHELASTIC_USE_AGENT_STORE=True is removed" \
+pcase "inherited TORCHELASTIC_* (an outer torchrun's) are removed" \
 	c_step agentstore.out --tasks 3 --gpus 0 "${PLAN[@]}" -- \
-	env TORCHELASTIC_USE_AGENT_STORE=True srun --jobid="$ALLOC" --overlap -N3 -n3 "${G[@]}" "$T"
+	env TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RUN_ID=outer TORCHELASTIC_RESTART_COUNT=3 \
+	TORCHELASTIC_MAX_RESTARTS=5 TORCHELASTIC_ERROR_FILE=/tmp/outer.json srun --jobid="$ALLOC" --overlap -N3 -n3 "${G[@]}" "$T"
 pcase "boundary value accepted: --dpg-port=65535" \
 	c_step bounds.out --tasks 2 --gpus 0 --port 65535 "${PLAN[@]}" -- \
 	st -N2 -n2 "${G[@]}" --dpg-port=65535 "$T"

@@ -234,6 +234,8 @@ static void test_bind_syn_ordered(void **state)
 		assert_string_equal(hca, "=mlx5_0,mlx5_1,mlx5_2");
 		expect_var(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
 		expect_var(env, "DPG_GPU_VISIBILITY", "ordered");
+		snprintf(num, sizeof(num), "%u", (unsigned)lr);
+		expect_var(env, "JAX_LOCAL_DEVICE_IDS", num);
 		expect_var(env, "DPG_GPUS", bus[lr]);
 		expect_var(env, "DPG_NICS", p->tasks[lr].nics);
 		expect_var(env, "UCX_NET_DEVICES", ucx[lr]);
@@ -392,7 +394,10 @@ static void test_bind_g2(void **state)
 		assert_int_equal(n, 4);
 		assert_int_equal(list[lr * 2], p->tasks[lr].gpu[0]);
 		assert_int_equal(list[lr * 2 + 1], p->tasks[lr].gpu[1]);
+		snprintf(want, sizeof(want), "%u,%u", lr * 2, lr * 2 + 1);
+		expect_var(env, "JAX_LOCAL_DEVICE_IDS", want);
 		bind_ok(p, lr, DPG_VIS_ISOLATE, NULL, renum, env);
+		expect_var(env, "JAX_LOCAL_DEVICE_IDS", "0,1");
 		snprintf(want, sizeof(want), "%u,%u", (unsigned)p->tasks[lr].gpu[0],
 			 (unsigned)p->tasks[lr].gpu[1]);
 		expect_var(env, "CUDA_VISIBLE_DEVICES", want);

@@ -713,7 +713,7 @@ static void test_no_torchelastic_agent_store(void **state)
 static void test_full_export_list(void **state)
 {
 	struct fx *f = *state;
-	char port[8], contract[8];
+	char port[8], contract[8], jax[32];
 	const struct {
 		const char *name, *value;
 	} want[] = {
@@ -729,6 +729,7 @@ static void test_full_export_list(void **state)
 		{ "ROLE_NAME", "default" },
 		{ "MASTER_ADDR", "gpu-007" },
 		{ "MASTER_PORT", port },
+		{ "JAX_COORDINATOR_ADDRESS", jax },
 		{ "DPG_CONTRACT", contract },
 		{ "DPG_RANK", "3" },
 		{ "DPG_WORLD_SIZE", "6" },
@@ -745,6 +746,7 @@ static void test_full_export_list(void **state)
 	size_t nwant = sizeof(want) / sizeof(want[0]);
 
 	snprintf(port, sizeof(port), "%u", (unsigned)default_port(4242, 7));
+	snprintf(jax, sizeof(jax), "gpu-007:%s", port);
 	snprintf(contract, sizeof(contract), "%d", DPG_CONTRACT_VARS_VERSION);
 	assert_string_equal(contract, "1");
 	env_step(&f->env, "gpu-[007-009]", 6, 3, "2(x3)", 4242, 7);
@@ -763,6 +765,13 @@ static void test_full_export_list(void **state)
 		for (size_t j = i + 1; j < f->out.n; j++)
 			assert_string_not_equal(f->out.v[i].name, f->out.v[j].name);
 	assert_null(dpg_env_get(&f->out, "SLURM_PROCID"));
+
+	/* JAX's coordinator: an IPv6 MASTER_ADDR in brackets */
+	snprintf(f->step.master_addr, sizeof(f->step.master_addr), "fd00::7");
+	build_ok(f);
+	snprintf(jax, sizeof(jax), "[fd00::7]:%s", port);
+	assert_var(&f->out, "JAX_COORDINATOR_ADDRESS", jax);
+	assert_var(&f->out, "MASTER_ADDR", "fd00::7");
 
 	/* no --dpg-gpus-per-task: 0 */
 	f->req.gpus_per_task = -1;
