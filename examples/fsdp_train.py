@@ -17,6 +17,7 @@ Rank 0 prints "step N loss L" for every step; every rank prints how many
 parameter elements it holds.
 """
 import argparse
+import gc
 import os
 import sys
 
@@ -24,6 +25,18 @@ import torch
 import torch.distributed as dist
 
 GLOBAL_BATCH = 48
+
+
+def leave(code=0):
+    """Exit without interpreter finalization.  After destroy_process_group,
+    torch 2.x can still abort a rank while the interpreter tears down
+    ("terminate called without an active exception": gloo work objects
+    destroyed during finalization, pytorch/pytorch#190489 and #179291); it
+    happened in 1 of 3 runs under load here.  Everything is printed and the
+    group destroyed by then, so skipping finalization loses nothing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def fail(msg):
@@ -112,8 +125,15 @@ def main():
                      checkpoint_id=args.ckpt)
             if rank == 0:
                 print(f"saved step {step} to {args.ckpt} on {world} ranks", flush=True)
-    dist.barrier()  # gloo aborts a rank whose peers tear down first
+    # Drop every tensor FSDP's gloo work may still reference, then tear down
+    # together: a gloo work object outliving the process group is destroyed
+    # during interpreter finalization, and torch 2.x aborts ("terminate called
+    # without an active exception"; pytorch/pytorch#190489, #179291).
+    del net, opt
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
+    leave(0)
 
 
 if __name__ == "__main__":

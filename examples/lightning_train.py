@@ -4,13 +4,18 @@ dpg exports.
 
     srun -N2 --ntasks-per-node=2 --dpg-gpus-per-task=0 python3 lightning_train.py
 
-Lightning is told to use the torchrun names dpg exports for this step (RANK,
-LOCAL_RANK, WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT) through its
-TorchElasticEnvironment, instead of re-deriving them from SLURM_* (whose
-port rule, 15000 + the job id's last 4 digits, collides between jobs).
+A plain Trainer: under srun Lightning picks its SLURMEnvironment, which takes
+ranks from SLURM_PROCID/SLURM_LOCALID/SLURM_NODEID (dpg's RANK/LOCAL_RANK/
+NODE_RANK are the same numbers) and uses MASTER_ADDR and MASTER_PORT when
+they are set -- dpg sets both, so Lightning's own rule (port 15000 + the job
+id's last 4 digits, which collides between jobs and steps) never applies.
+Every rank prints the environment Lightning chose and the address it used.
+SLURMEnvironment also installs a SIGUSR1 requeue handler (auto_requeue); a
+program that follows dpg's save-and-requeue protocol turns it off with
+`plugins=[SLURMEnvironment(auto_requeue=False)]`.
 The Trainer's devices and num_nodes come from LOCAL_WORLD_SIZE and
 GROUP_WORLD_SIZE, so the sbatch/srun geometry is the only place to set them.
-Needs `pip install lightning` (or pytorch-lightning) with a matching PyTorch;
+Needs `pip install lightning` with a matching PyTorch (scripts/pyenv.sh);
 Debian 12 packages neither.
 """
 import os
@@ -20,11 +25,9 @@ import torch
 
 try:
     import lightning.pytorch as pl
-    from lightning.pytorch.plugins.environments import TorchElasticEnvironment
 except ImportError:
     try:
         import pytorch_lightning as pl
-        from pytorch_lightning.plugins.environments import TorchElasticEnvironment
     except ImportError:
         sys.exit("lightning_train.py: PyTorch Lightning is not installed "
                  "(pip install lightning)")
@@ -47,6 +50,18 @@ class Tiny(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
 
+def leave(code=0):
+    """Exit without interpreter finalization.  After destroy_process_group,
+    torch 2.x can still abort a rank while the interpreter tears down
+    ("terminate called without an active exception": gloo work objects
+    destroyed during finalization, pytorch/pytorch#190489 and #179291); it
+    happened in 1 of 3 runs under load here.  Everything is printed and the
+    group destroyed by then, so skipping finalization loses nothing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main():
     env = os.environ
     devices = int(env.get("LOCAL_WORLD_SIZE", "1"))
@@ -58,7 +73,7 @@ def main():
     data = torch.utils.data.TensorDataset(torch.randn(32 * 40, 16, generator=gen))
     loader = torch.utils.data.DataLoader(data, batch_size=32)
     trainer = pl.Trainer(accelerator="gpu" if gpu else "cpu", devices=devices, num_nodes=nodes,
-                         strategy="ddp", plugins=[TorchElasticEnvironment()], max_epochs=1,
+                         strategy="ddp", max_epochs=1,
                          enable_checkpointing=False, logger=False, enable_progress_bar=False,
                          enable_model_summary=False)
     trainer.fit(model, loader)
@@ -67,11 +82,16 @@ def main():
     ref = w.clone()
     torch.distributed.broadcast(ref, 0)
     same = torch.equal(w, ref)
+    cenv = trainer.strategy.cluster_environment
+    print(f"rank {trainer.global_rank}/{trainer.world_size}: {type(cenv).__name__} "
+          f"master {cenv.main_address}:{cenv.main_port} "
+          f"(dpg {env.get('DPG_MASTER_ADDR')}:{env.get('DPG_MASTER_PORT')})", flush=True)
     print(f"rank {trainer.global_rank}/{trainer.world_size} on "
           f"{env.get('SLURMD_NODENAME', '?')}: loss {float(trainer.callback_metrics['loss']):.4f}: "
           f"weights in sync: {same}", flush=True)
-    if not same:
-        raise SystemExit(1)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+    leave(0 if same else 1)
 
 
 if __name__ == "__main__":

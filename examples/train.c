@@ -83,9 +83,15 @@ struct trainer {
 
 static int fail(struct trainer *t, dpg_status_t st)
 {
+	const char *msg = t->ctx && dpg_last_error(t->ctx)[0] ? dpg_last_error(t->ctx)
+							       : dpg_strerror(st);
+
 	t->broken = 1;
-	fprintf(stderr, "train: rank %d: %s\n", t->rank,
-		t->ctx && dpg_last_error(t->ctx)[0] ? dpg_last_error(t->ctx) : dpg_strerror(st));
+	/* libdpg's messages already begin with "rank R (node)": say it once */
+	if (strncmp(msg, "rank ", 5) == 0)
+		fprintf(stderr, "train: %s\n", msg);
+	else
+		fprintf(stderr, "train: rank %d: %s\n", t->rank, msg);
 	return 1;
 }
 
@@ -500,7 +506,7 @@ static int run(struct trainer *t)
 			return 1;
 		p.n_log++;
 		p.trained++;
-		if (done % c->log_every == 0 || last) {
+		if (done % c->log_every == 0 || last || done == 1) {	/* the starting loss too */
 			if (global_loss(t, local, &loss) != 0)
 				return 1;
 			log_step(t, &p, done, loss, &stats);

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # pyenv.sh - build (once) the cached virtualenv of current PyTorch, Lightning,
 # Accelerate and JAX that the e2e suite and the sbatch templates run.
-# Usage: scripts/pyenv.sh [--print]   prints the environment's python on stdout.
+# Usage: scripts/pyenv.sh            build it if needed; print its python on stdout
+#        scripts/pyenv.sh --print    print it only if already built (else exit 1)
 # Env: DPG_PYENV_CACHE (default /var/cache/dpg/pyenv), DPG_PYENV_PYTHON
 # (default /usr/bin/python3).  The environment lives in CACHE/<key>, key = hash of
 # tests/python/requirements.txt and the base python's version, so a second run
@@ -20,6 +21,11 @@ key=$({ cat "$req"; "$base" -c 'import sys; print(sys.version)'; } | sha256sum |
 env=$cache/$key
 py=$env/bin/python
 
+if [ "${1:-}" = --print ]; then
+	[ -f "$env/.complete" ] && [ -x "$py" ] && echo "$py" && exit 0
+	echo "pyenv: not built yet (run scripts/pyenv.sh)" >&2
+	exit 1
+fi
 if [ -f "$env/.complete" ] && [ -x "$py" ]; then
 	echo "pyenv: reusing $env ($(cat "$env/.complete"))" >&2
 	echo "$py"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # test.sh - the whole dpg test suite on a fresh Debian 12 machine (what CI runs):
-# deps, -Werror build + unit tests, packages, ASan+UBSan unit tests, libFuzzer
+# deps, the PyPI client environment (scripts/pyenv.sh), -Werror build + unit tests, packages, ASan+UBSan unit tests, libFuzzer
 # (60 s per harness), valgrind, fault injection (tests/faults), man pages, e2e
 # through a real Slurm minicluster
 # (loopback and network-namespace modes), sbatch templates, distcheck.
@@ -11,7 +11,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 logs=$top/build/logs
 mkdir -p "$logs"
-stages=${DPG_STAGES:-"deps bootstrap werror unit pkg asan fuzz valgrind faults man e2e e2e-netns templates distcheck"}
+stages=${DPG_STAGES:-"deps pyenv bootstrap werror unit pkg asan fuzz valgrind faults man e2e e2e-netns templates distcheck"}
 declare -A result seconds
 failed=0
 
@@ -33,6 +33,7 @@ run_stage() {
 }
 
 st_deps() { [ "${DPG_SKIP_DEPS:-0}" = 1 ] || scripts/deps.sh; }
+st_pyenv() { scripts/pyenv.sh >"$logs/pyenv.path" && cat "$logs/pyenv.path"; }
 st_bootstrap() { autoreconf -fi; }
 st_werror() (
 	mkdir -p build/werror && cd build/werror &&
@@ -62,14 +63,17 @@ st_valgrind() {
 st_fuzz() { tests/fuzz/run.sh "${DPG_FUZZ_SECONDS:-60}"; }
 st_man() { make -C build/werror check-man; }
 st_faults() { make -C build/werror check-faults && cat build/werror/faults.md; }
-st_templates() { make -C build/werror check-templates; }
-st_e2e() { make -C build/werror check-e2e; }
-st_e2e_netns() { make -C build/werror check-e2e-netns; }
+# the client cases run the environment's python (skipped, and counted, without it)
+pyenv() { DPG_PYENV=$(cat "$logs/pyenv.path" 2>/dev/null || scripts/pyenv.sh --print 2>/dev/null) "$@"; }
+st_templates() { pyenv make -C build/werror check-templates; }
+st_e2e() { pyenv make -C build/werror check-e2e; }
+st_e2e_netns() { pyenv make -C build/werror check-e2e-netns; }
 st_distcheck() { make -C build/werror distcheck; }
 
 for s in $stages; do
 	case $s in
 	deps) run_stage deps st_deps ;;
+	pyenv) run_stage pyenv st_pyenv ;;
 	bootstrap) run_stage bootstrap st_bootstrap ;;
 	werror) run_stage werror st_werror ;;
 	unit) run_stage unit st_unit ;;
@@ -95,6 +99,21 @@ for s in $stages; do
 	printf '  %-10s %-5s %ss\n' "$s" "${result[$s]:-skip}" "${seconds[$s]:-0}"
 done
 grep -h '^# \(TOTAL\|PASS\|FAIL\|ERROR\)' build/werror/test-suite.log 2>/dev/null | sed 's/^/  unit: /' || true
-grep -h 'passed, .* failed' "$logs"/e2e*.log 2>/dev/null | sed 's/^/  e2e: /' || true
+for s in e2e e2e-netns templates faults; do
+	[ -f "$logs/$s.log" ] || continue
+	printf '  %-10s %s\n' "$s:" "$(grep -h 'passed, .* failed' "$logs/$s.log" | tail -1)"
+done
+# every skip, counted, with its reason: cmocka skip() inside a passing test
+# binary, and SKIP lines of the e2e, template and fault suites
+skips=$( { find build/werror/tests -name '*.log' -exec grep -H '^\[  SKIPPED \]' {} + 2>/dev/null | grep -v 'listed below' |
+	   sed 's|^build/werror/\(.*\)\.log:\[  SKIPPED \] *|unit \1: |'
+	   for s in e2e e2e-netns templates faults; do
+		[ -f "$logs/$s.log" ] && grep -h '^SKIP ' "$logs/$s.log" | sed "s/^SKIP /$s: /"
+	   done; } | sort -u)
+nskip=$(printf '%s' "$skips" | grep -c . || true)
+echo "  skipped: $nskip"
+[ -z "$skips" ] || printf '%s\n' "$skips" | sed 's/^/    /'
+reasons=$(find build/werror/tests -name '*.log' -exec grep -h 'absent: skipped\|^SKIP test_' {} + 2>/dev/null | sort | uniq -c | sort -rn | head -5)
+[ -z "$reasons" ] || printf '%s\n' "$reasons" | sed 's/^ */    why (unit): /'
 [ $failed = 0 ] && echo "ALL PASSED" || echo "SOME STAGES FAILED"
 exit $failed

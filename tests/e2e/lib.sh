@@ -5,6 +5,7 @@
 
 E2E_PASS=0
 E2E_FAIL=0
+E2E_SKIP=0
 E2E_FAILED=
 
 e2e_now() { echo "${EPOCHREALTIME/,/.}"; }
@@ -61,6 +62,14 @@ xfail_case() {
 
 # note TEXT: a remark shown after "ok NAME" (what the case observed)
 note() { echo "NOTE: $*"; }
+
+# skip_case NAME REASON: a case that cannot run here, counted and printed
+# with its reason (the summary line says how many)
+skip_case() {
+	if [ -n "${CASES:-}" ] && ! [[ $1 =~ $CASES ]]; then return 0; fi
+	E2E_SKIP=$((E2E_SKIP + 1))
+	echo "SKIP $1  # $2"
+}
 
 # fail TEXT: print and return 1 (use as "cond || fail ...")
 fail() { echo "error: $*"; return 1; }

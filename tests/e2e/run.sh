@@ -50,6 +50,7 @@ PY=${PY:-/usr/bin/python3}
 NETNS=${NETNS:-0}
 PLUGIN_SO=${PLUGIN_SO-}
 E2E_PLAN=${DPG_PLAN:-}   # (DPG_* is scrubbed from the environment below)
+PYENV=${DPG_PYENV:-}     # python of scripts/pyenv.sh's environment (clients.sh)
 E2E_SRCDIR=${DPG_SRCDIR:-$(cd "$E2E_DIR/../.." && pwd)}
 # the runtime's programs (make check-e2e passes both; default: next to PLUGIN_SO)
 E2E_BUILD=$([ -n "$PLUGIN_SO" ] && cd "$(dirname "$PLUGIN_SO")/.." 2>/dev/null && pwd)
@@ -83,7 +84,7 @@ for v in E2E_DEMO E2E_VICTIM E2E_TRAIN; do # (derived ones that are not built: s
 	if [ -n "${!v}" ] && [ -x "${!v}" ]; then
 		printf -v $v '%s' "$(cd "$(dirname "${!v}")" && pwd)/$(basename "${!v}")"
 	else
-		[ -z "${!v}" ] || echo "# SKIP the cases that need ${!v}: not built (make check-e2e builds it)"
+		[ -z "${!v}" ] || skip_case "the cases that need ${!v}" "not built (make check-e2e builds it)"
 		printf -v $v ''
 	fi
 done
@@ -682,8 +683,11 @@ fi
 if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
 	pcase "torch gloo env:// all_reduce, -N3 --ntasks-per-node=2, --export=NONE, G=0, GLOO_SOCKET_IFNAME=$IFN" c_torch
 else
-	echo "# SKIP torch case: $PY has no torch with gloo (apt-get install python3-torch)"
+	skip_case "torch gloo env:// all_reduce" "$PY has no torch with gloo (apt-get install python3-torch)"
 fi
+# PyTorch 2.x, Lightning, Accelerate, JAX from the PyPI environment
+. "$E2E_DIR/clients.sh"
+clients_cases
 
 # --- the batch jobs submitted at the start
 c_batch() { # NAME
@@ -1017,5 +1021,5 @@ stop_cluster
 echo "# total $(e2e_elapsed "$T0")s (cluster start, $((E2E_PASS + E2E_FAIL + E2E_XFAIL)) cases, cluster stop)"
 [ $E2E_FAIL = 0 ] || echo "# failed:$E2E_FAILED"
 [ $E2E_XFAIL = 0 ] || echo "# $E2E_XFAIL xfail: known plugin bugs (XFAIL lines above), not counted"
-echo "$E2E_PASS passed, $E2E_FAIL failed"
+echo "$E2E_PASS passed, $E2E_FAIL failed, $E2E_SKIP skipped"
 [ $E2E_FAIL = 0 ]

@@ -4,7 +4,7 @@
 # minicluster with dpg.so in plugstack.conf and check what they print.
 #
 #   PLUGIN_SO=/abs/build/.libs/dpg.so [DPG_DEMO=/abs/build/examples/allreduce_demo] \
-#       [PY=/usr/bin/python3] tests/e2e/templates.sh
+#       DPG_PYENV=$(scripts/pyenv.sh) tests/e2e/templates.sh
 #
 # Each template keeps its "#SBATCH --dpg-gpus-per-task=1" and is submitted as
 #   sbatch --dpg-gpus-per-task=0 -N2 --ntasks-per-node=2 TEMPLATE
@@ -18,7 +18,7 @@ set -uo pipefail
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 . "$E2E_DIR/lib.sh"
 SRCDIR=$(cd "$E2E_DIR/../.." && pwd)
-PY=${PY:-/usr/bin/python3}
+PY=${DPG_PYENV:-${PY:-/usr/bin/python3}}   # scripts/pyenv.sh's python
 PLUGIN_SO=${PLUGIN_SO:-}
 DEMO=${DPG_DEMO:-}
 T0=$(e2e_now)
@@ -92,8 +92,8 @@ submit() {
 	OUT=$WORK/$(basename "$tpl" .sbatch).out
 	echo "\$ PYTHON=$PY sbatch --dpg-gpus-per-task=0 -N2 --ntasks-per-node=2 etc/sbatch/$(basename "$tpl") $*"
 	j=$(PYTHON=$PY DPG_TIMEOUT=30 sbatch --parsable --dpg-gpus-per-task=0 -N2 --ntasks-per-node=2 \
-		--chdir="$SRCDIR" -o "$OUT" -t 2 "$tpl" "$@" 2>&1) || fail "sbatch: $j" || return 1
-	job_wait "$j" 75; local rc=$?
+		--chdir="$SRCDIR" -o "$OUT" -t 5 "$tpl" "$@" 2>&1) || fail "sbatch: $j" || return 1
+	job_wait "$j" 280; local rc=$?
 	show "$OUT" "job $j output"
 	return $rc
 }
@@ -116,15 +116,30 @@ t_ddp() {
 
 t_fsdp() {
 	submit torch-fsdp.sbatch || return 1
-	grep -q '^mode \(fsdp\|ddp+zero1\) on cpu, world size 4$' "$OUT" || fail "no 'mode ... world size 4' line" || return 1
-	grep -q '^step  40  mean loss [0-9.]*$' "$OUT" || fail "no 'step 40 mean loss' line" || return 1
-	check_sync 4 || return 1
-	note "$(sed -n 's/^\(mode [^ ]*\) .*/\1/p' "$OUT"); $(grep '^step  40' "$OUT")"
+	grep -q '^mode fsdp2 (fully_shard) on cpu, world size 4$' "$OUT" || fail "no 'mode fsdp2 ... world size 4' line" || return 1
+	grep -q '^step 40 loss [0-9.]*$' "$OUT" || fail "no 'step 40 loss' line" || return 1
+	[ "$(grep -c '^rank [0-3]/4: holds [0-9]* of [0-9]* parameter elements$' "$OUT")" = 4 ] ||
+		fail "want 4 'rank r/4: holds ...' lines" || return 1
+	note "$(grep '^step 40' "$OUT"); $(grep -m1 'holds' "$OUT")"
 }
 
 t_lightning() {
 	submit lightning.sbatch || return 1
 	check_sync 4
+}
+
+t_accelerate() {
+	submit accelerate.sbatch || return 1
+	[ "$(grep -c '^process [0-3]/4 (DistributedType.MULTI_CPU, .*weights in sync: True$' "$OUT")" = 4 ] ||
+		fail "want 4 'process i/4 (MULTI_CPU ...) weights in sync: True' lines" || return 1
+	note "$(grep -m1 '^process 0/4' "$OUT" | sed 's/.*: loss/loss/')"
+}
+
+t_jax() {
+	submit jax.sbatch || return 1
+	[ "$(grep -c '^process [0-3]/4 on .* sum 10 loss .* weights agree: True$' "$OUT")" = 4 ] ||
+		fail "want 4 'process i/4 ... sum 10 ... weights agree: True' lines" || return 1
+	note "$(grep -m1 '^jax ' "$OUT")"
 }
 
 t_c() {
@@ -135,15 +150,23 @@ t_c() {
 	note "$(grep '^dpg ' "$OUT")"
 }
 
-skip() { echo "SKIP $1  # $2"; }
+skip() { skip_case "$1" "$2"; }
 
-run_case "torch-ddp.sbatch: DDP (gloo) 2x2 ranks, loss printed, weights in sync" t_ddp
-run_case "torch-fsdp.sbatch: FSDP or its stated fallback, 2x2 ranks, weights in sync" t_fsdp
-if "$PY" -c 'import lightning.pytorch' 2>/dev/null || "$PY" -c 'import pytorch_lightning' 2>/dev/null; then
+need_py() { # MODULE: the template's client is importable by $PY
+	"$PY" -c "import $1" 2>/dev/null && return 0
+	skip "$2" "$1 is not importable by $PY (set DPG_PYENV=\$(scripts/pyenv.sh))"
+	return 1
+}
+need_py torch.distributed.fsdp torch-ddp.sbatch &&
+	run_case "torch-ddp.sbatch: DDP (gloo) 2x2 ranks, loss printed, weights in sync" t_ddp
+need_py torch.distributed.fsdp torch-fsdp.sbatch &&
+	run_case "torch-fsdp.sbatch: FSDP2 (fully_shard) 2x2 ranks, 1/4 of the parameters each" t_fsdp
+need_py lightning.pytorch lightning.sbatch &&
 	run_case "lightning.sbatch: Lightning DDP 2x2 ranks, weights in sync" t_lightning
-else
-	skip lightning.sbatch "PyTorch Lightning is not installed for $PY (Debian 12 has no package; pip install lightning needs a newer torch than Debian's 1.13)"
-fi
+need_py accelerate accelerate.sbatch &&
+	run_case "accelerate.sbatch: Accelerator() 2x2 processes, weights in sync" t_accelerate
+need_py jax jax.sbatch &&
+	run_case "jax.sbatch: jax.distributed.initialize() 2x2 processes, sum 10" t_jax
 if [ -n "$DEMO" ]; then
 	run_case "c-libdpg.sbatch: allreduce_demo 2x2 ranks, sum 10" t_c
 else
@@ -151,5 +174,5 @@ else
 fi
 
 stop_cluster
-echo "$E2E_PASS passed, $E2E_FAIL failed ($(e2e_elapsed "$T0")s)"
+echo "$E2E_PASS passed, $E2E_FAIL failed, $E2E_SKIP skipped ($(e2e_elapsed "$T0")s)"
 [ $E2E_FAIL = 0 ]

@@ -72,7 +72,8 @@ static struct dpg_topo *load_shared(const char *name)
 
 	shared_path(name, p, sizeof(p));
 	if (access(p, R_OK) != 0) {
-		print_message("shared topology %s absent: skipped\n", p);
+		print_message("SKIP: shared topology %s absent: skipped (the real servers'\n"
+			      "hwloc XML live in ../shared/topologies beside the checkout)\n", p);
 		skip();
 	}
 	return load_path(p);

@@ -1319,8 +1319,12 @@ static void test_stranger_flood(void **state)
 		skip();
 	}
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < STRANGERS + 64)
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < STRANGERS + 64) {
+		fprintf(stderr, "SKIP test_stranger_flood: the hard RLIMIT_NOFILE %llu is below "
+			"the %d descriptors this case needs (raise ulimit -Hn)\n",
+			(unsigned long long)rl.rlim_max, STRANGERS + 64);
 		skip();
+	}
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < STRANGERS + 64) {
 		rl.rlim_cur = rl.rlim_max;
 		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
