@@ -39,9 +39,11 @@
 
 #include "dtype.h"
 
-#if defined(__x86_64__) && defined(__SSE2__) && !defined(__NO_MATH_ERRNO__)
+#if defined(__x86_64__) && defined(__SSE2__)
 #include <immintrin.h>
+#if !defined(__NO_MATH_ERRNO__)
 #define DPG_OPT_SSE_SQRT 1
+#endif
 #endif
 
 /* x86-64 with GCC: AdamW and SGD as explicit variants (below), the other
