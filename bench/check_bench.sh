@@ -102,8 +102,10 @@ check_zero() {
 # smoke NAME SHELL CHECK: run bench/NAME.sh --smoke, then CHECK its output
 smoke() {
 	name=$1 sh=$2 check=$3 t0=$(date +%s)
-	if ! BUILD=$BUILD "$sh" "$here/$name.sh" --smoke >"$logs/$name.out" 2>&1; then
-		echo "FAIL $name.sh --smoke: exit status $? ($(($(date +%s) - t0)) s):"
+	BUILD=$BUILD "$sh" "$here/$name.sh" --smoke >"$logs/$name.out" 2>&1
+	rc=$?
+	if [ $rc != 0 ]; then
+		echo "FAIL $name.sh --smoke: exit status $rc ($(($(date +%s) - t0)) s):"
 		tail -n 20 "$logs/$name.out" | sed 's/^/  | /'
 		failed=1
 		return
