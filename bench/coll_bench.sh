@@ -7,22 +7,44 @@
 # Open MPI, per configuration, RUNS times) and the table reports the median
 # over runs of each run's median, with dpg/OpenMPI ratios.
 #
-# Usage: bench/coll_bench.sh [OUTDIR]
+# Usage: bench/coll_bench.sh [--smoke] [OUTDIR]
+#   --smoke (or SMOKE=1): 2 ranks, allreduce, 4..64 KiB, one run, short batches
 # Environment:
+#   BUILD=DIR              the build tree with bench/coll_bench (and
+#                          bench/coll_mpi where configure found mpicc):
+#                          `make -C DIR bench-programs`; default build/werror
+#                          or build/dev (bench/lib.sh)
 #   RANKS="2 4"            rank counts
 #   TRANSPORTS="shm tcp"   shm: dpg shared memory vs Open MPI vader;
 #                          tcp: dpg TCP ring vs Open MPI btl tcp (both on lo)
 #   RUNS=3                 interleaved repetitions
 #   OPS=allreduce,reduce_scatter,allgather,bcast
 #   MINB=4096 MAXB=67108864 FACTOR=4 REPS=7 TARGET_MS=50
-#   CC=gcc MPICC=mpicc.openmpi MPIRUN=mpirun.openmpi
-# Needs: gcc, python3, and Open MPI (apt-get install openmpi-bin
-# libopenmpi-dev); runs as root with --allow-run-as-root.
+#   MPIRUN=mpirun.openmpi
+# Needs python3; the peer needs Open MPI (apt-get install openmpi-bin
+# libopenmpi-dev, then re-run configure): without it dpg runs alone and a
+# "skip: peer Open MPI ..." line says why.  Runs Open MPI as root with
+# --allow-run-as-root.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-out=${1:-/tmp/coll_bench.$(date +%Y%m%d-%H%M%S)}
+bench_top=$(cd "$here/.." && pwd)
+bench_name=coll_bench.sh
+. "$here/lib.sh"
+SMOKE=${SMOKE:-0}
+if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
+if [ "$SMOKE" = 1 ]; then
+	RANKS=${RANKS:-2}; RUNS=${RUNS:-1}; OPS=${OPS:-allreduce}
+	MINB=${MINB:-4096}; MAXB=${MAXB:-65536}; REPS=${REPS:-2}; TARGET_MS=${TARGET_MS:-5}
+fi
+if [ -n "${1:-}" ]; then
+	out=$1
+elif [ "$SMOKE" = 1 ]; then
+	out=$(mktemp -d "${TMPDIR:-/tmp}/coll_bench.smoke.XXXXXX")
+	trap 'rm -rf "$out"' EXIT
+else
+	out=/tmp/coll_bench.$(date +%Y%m%d-%H%M%S)
+fi
 RANKS=${RANKS:-"2 4"}
 TRANSPORTS=${TRANSPORTS:-"shm tcp"}
 RUNS=${RUNS:-3}
@@ -32,40 +54,30 @@ MAXB=${MAXB:-67108864}
 FACTOR=${FACTOR:-4}
 REPS=${REPS:-7}
 TARGET_MS=${TARGET_MS:-50}
-CC=${CC:-gcc}
-MPICC=${MPICC:-mpicc.openmpi}
 MPIRUN=${MPIRUN:-mpirun.openmpi}
+bench_build
+bench_need dpg_prog coll_bench
 
 mkdir -p "$out"
 echo "# output in $out"
+bench_host | tee "$out/host.txt"
 
-if ! command -v "$MPICC" >/dev/null 2>&1 || ! command -v "$MPIRUN" >/dev/null 2>&1; then
-	echo "coll_bench.sh: Open MPI not found ($MPICC, $MPIRUN): apt-get -o DPkg::Lock::Timeout=600" \
-		"install -y --no-install-recommends openmpi-bin libopenmpi-dev" >&2
-	exit 1
-fi
-
-# ---- build (by hand, so that no configured tree is needed)
-L=$top/lib
-CFLAGS="-std=gnu11 -D_GNU_SOURCE -O3 -g -I$top/include -I$L/common -I$L/runtime -I$L/runtime/cpu"
-if ! $CC $CFLAGS -o "$out/coll_bench" "$top/bench/coll_bench.c" \
-	"$L/runtime/cpu/cpu_backend.c" "$L/runtime/cpu/ring.c" "$L/runtime/cpu/shm.c" \
-	"$L/runtime/cpu/shm_seg.c" "$L/runtime/cpu/shm_direct.c" "$L/runtime/cpu/hello.c" "$L/runtime/cpu/hops.c" \
-	"$L/runtime/cpu/stamp.c" "$L/runtime/cpu/reduce.c" "$L"/runtime/store_*.c "$L/runtime/digest.c" \
-	"$L/runtime/net.c" "$L/common/err.c" "$L/common/parse.c" -lcrypto -lm -lpthread -lrt \
-	> "$out/build.log" 2>&1 ||
-   ! $MPICC -O2 -o "$out/coll_mpi" "$top/bench/coll_mpi.c" -lm >> "$out/build.log" 2>&1; then
-	cat "$out/build.log" >&2
-	exit 1
+have_mpi=1
+if [ ! -x "$BUILD/bench/coll_mpi" ]; then
+	have_mpi=0
+	bench_skip "peer Open MPI" "not installed ($BUILD/bench/coll_mpi not built: configure found no mpicc; apt-get install openmpi-bin libopenmpi-dev, re-run configure)" |
+		tee -a "$out/host.txt"
+elif ! command -v "$MPIRUN" >/dev/null 2>&1; then
+	have_mpi=0
+	bench_skip "peer Open MPI" "not installed ($MPIRUN not on PATH)" | tee -a "$out/host.txt"
 fi
 
 ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -c $OPS"
 OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"
 
 {
-	echo "# $(date -u +%FT%TZ) $(uname -r) $(nproc) CPUs"
-	grep -m1 'model name' /proc/cpuinfo || true
-	$MPIRUN --version 2>/dev/null | head -1 || true
+	bench_host
+	[ $have_mpi = 0 ] || $MPIRUN --version 2>/dev/null | head -1 || true
 } > "$out/env.txt"
 
 run=1
@@ -75,9 +87,10 @@ while [ "$run" -le "$RUNS" ]; do
 			f="$out/dpg-$t-n$n.run$run.txt"
 			echo "# run $run: dpg $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
 			echo "# load before: $(cat /proc/loadavg)" > "$f"
-			"$out/coll_bench" -n "$n" -m "$t" -l "dpg-$t" $ARGS >> "$f"
+			"$dpg_prog" -n "$n" -m "$t" -l "dpg-$t" $ARGS >> "$f"
 			echo "# load after: $(cat /proc/loadavg)" >> "$f"
 
+			[ $have_mpi = 1 ] || continue
 			f="$out/ompi-$t-n$n.run$run.txt"
 			echo "# run $run: ompi $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
 			if [ "$t" = shm ]; then
@@ -87,7 +100,7 @@ while [ "$run" -le "$RUNS" ]; do
 			fi
 			echo "# load before: $(cat /proc/loadavg)" > "$f"
 			# shellcheck disable=SC2086
-			$OMPI $btl -np "$n" "$out/coll_mpi" -l "ompi-$t" $ARGS >> "$f"
+			$OMPI $btl -np "$n" "$BUILD/bench/coll_mpi" -l "ompi-$t" $ARGS >> "$f"
 			echo "# load after: $(cat /proc/loadavg)" >> "$f"
 		done
 	done
@@ -122,7 +135,8 @@ def human(b):
 
 keys = sorted({(k[1], k[2], k[3]) for k in rows}, key=lambda k: (k[2], k[0], k[1]))
 ops = ["allreduce", "reduce_scatter", "allgather", "bcast"]
-lines = ["# busbw in GB/s (1e9 B/s), median over runs [min-max of run medians]; "
+lines = [open(os.path.join(out, "host.txt")).read().strip(), "",
+         "# busbw in GB/s (1e9 B/s), median over runs [min-max of run medians]; "
          "ratio = dpg / Open MPI", ""]
 for op in ops:
     confs = sorted({(k[0], k[1]) for k in keys if k[2] == op}, key=lambda c: (c[1], c[0]))

@@ -24,7 +24,9 @@
 # (a controller round trip that is not the plugin's cost).
 # Prints median, mean, sd, min, max per variant and the ratios plugin/empty.
 #
-# Knobs: PLUGIN_SO (default build/.libs/dpg.so of this tree), RUNS (30),
+# --smoke (or SMOKE=1): RUNS=3, WARMUP=1.
+# Knobs: PLUGIN_SO (default BUILD/.libs/dpg.so, BUILD as in bench/lib.sh:
+# build/werror or build/dev of this tree), RUNS (30),
 # WARMUP (3 per variant, untimed), VARIANTS ("plugin empty loaded nobind xml"),
 # TOPO_XML (the xml variant's file), NETNS=1, RAW_OUT=FILE (keep raw samples),
 # any minicluster.sh knob.  Needs root and slurmctld slurmd slurm-client munge.
@@ -33,13 +35,19 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/.." && pwd)
 E2E_DIR=$TOP/tests/e2e
 . "$E2E_DIR/lib.sh"
+bench_top=$TOP
+bench_name=launch_overhead.sh
+. "$HERE/lib.sh"
+SMOKE=${SMOKE:-0}
+if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
+if [ "$SMOKE" = 1 ]; then RUNS=${RUNS:-3}; WARMUP=${WARMUP:-1}; fi
 
 RUNS=${RUNS:-30}
 WARMUP=${WARMUP:-3}
 TOPO_XML=${TOPO_XML:-$TOP/tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml}
 read -r -a VARIANTS <<<"${VARIANTS:-plugin empty loaded nobind xml}"
-PLUGIN_SO=${PLUGIN_SO:-$TOP/build/.libs/dpg.so}
-[ -f "$PLUGIN_SO" ] || { echo "launch_overhead: no plugin at PLUGIN_SO=$PLUGIN_SO (build first)" >&2; exit 2; }
+[ -n "${PLUGIN_SO:-}" ] || { bench_build; PLUGIN_SO=$BUILD/.libs/dpg.so; }
+[ -f "$PLUGIN_SO" ] || { echo "launch_overhead: no plugin at PLUGIN_SO=$PLUGIN_SO (configure with Slurm, then make)" >&2; exit 2; }
 PLUGIN_SO=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
 [ "$(id -u)" = 0 ] || { echo "launch_overhead: must run as root" >&2; exit 2; }
 for v in $(compgen -v); do case $v in SLURM_*|SPANK_*|_SLURM_*) unset "$v";; esac; done
@@ -130,6 +138,7 @@ stats() { # VARIANT -> "median mean sd min max n" in ms
 		}'
 }
 mode=multi-slurmd; [ "${NETNS:-0}" = 1 ] && mode=netns
+bench_host
 echo "# dpg launch overhead: srun --jobid=J --overlap -N3 -n6 [--dpg-gpus-per-task=0] true"
 for v in "${VARIANTS[@]}"; do printf '#   %-7s %s\n' "$v:" "$(prepare "$v" >/dev/null; sed "s|$PLUGIN_SO|dpg.so|; s|$TOP/||" "$LAB/plugstack.conf") | ${SANITY[$v]}"; done
 echo "# inside one allocation (salloc -N3 -n6), $RUNS interleaved runs per variant after $WARMUP warm-up each,"

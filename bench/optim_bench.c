@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* optim_bench.c - host optimizer-step throughput (lib/optim.c: AdamW, SGD,
- * sumsq, bf16) side by side with STREAM-like kernels on the same buffers. */
+/* optim_bench.c - host optimizer-step throughput (lib/train/optim.c: AdamW,
+ * SGD, sumsq, bf16) side by side with STREAM-like kernels on the same buffers. */
 
 /* One thread (a CPU rank runs its update on one core).  Every kernel runs
  * REPS times, interleaved (adamw, copy, triad, ... then again); the table
@@ -10,10 +10,16 @@
  *   same   the same access pattern with trivial arithmetic
  *          (p += s*g; m += s*g; v += s*g*g): the bandwidth bound of adamw
  *   sgd    reads p buf g, writes p buf       20 B/element
+ *   same-sgd  sgd's pattern, trivial arithmetic (p += s*g; buf += s*g)
+ *   adamw [V], sgd [V]: each compiled variant V of the loops
+ *          (dpg_optim_variants), the ones this CPU lacks skipped
  *   copy   p = m (8 B), triad p = m + s*g (12 B): STREAM's kernels
  *   sumsq  reads g (4 B), against read (a float sum of g, 4 B)
  *   to_bf16 / from_bf16 4 + 2 B
- * and the ratios adamw/triad, adamw/copy, adamw/same and sumsq/read.
+ * and the ratios adamw/same, sgd/same-sgd (the goal: >= 0.9), adamw/triad,
+ * adamw/copy and sumsq/read.  The reference kernels are built like
+ * optim.c's loops: the same flags, cloned for x86-64-v4 / x86-64-v3 /
+ * default and picked at run time (a portable build, no -march).
  *
  * Usage: optim_bench [-n ELEMENTS] [-r REPS] */
 #include <stdint.h>
@@ -25,13 +31,26 @@
 
 #include "optim.h"
 
-enum { K_ADAMW, K_SAME, K_SGD, K_COPY, K_TRIAD, K_SUMSQ, K_READ, K_TOBF16, K_FROMBF16, NK };
-
-static const char *const NAME[NK] = {
-	"adamw", "same-pattern add", "sgd", "copy", "triad", "sumsq", "read", "to_bf16",
-	"from_bf16",
+enum {
+	K_ADAMW, K_SAME, K_SGD, K_SAME_SGD, K_COPY, K_TRIAD, K_SUMSQ, K_READ, K_TOBF16,
+	K_FROMBF16, NFIXED,
+	MAXVAR = 8,		/* then adamw [V], sgd [V] for each variant V */
+	NKMAX = NFIXED + 2 * MAXVAR,
 };
-static const double BYTES[NK] = { 28, 28, 20, 8, 12, 4, 4, 6, 6 };
+
+static const char *const NAME[NFIXED] = {
+	"adamw", "same-pattern add", "sgd", "same-pattern sgd", "copy", "triad", "sumsq",
+	"read", "to_bf16", "from_bf16",
+};
+static const double BYTES[NFIXED] = { 28, 28, 20, 20, 8, 12, 4, 4, 6, 6 };
+
+/* the reference kernels: cloned like optim.c's loops (a portable build) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define BENCH_CLONES \
+	__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define BENCH_CLONES
+#endif
 
 struct bufs {
 	float *p, *m, *v, *g;
@@ -50,7 +69,7 @@ static double now(void)
 }
 
 /* a loop, as in STREAM (GCC would make it a memcpy call otherwise) */
-__attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
+BENCH_CLONES __attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
 static void k_copy(float *restrict a, const float *restrict b,
 					     size_t n)
 {
@@ -58,14 +77,14 @@ static void k_copy(float *restrict a, const float *restrict b,
 		a[i] = b[i];
 }
 
-__attribute__((noinline)) static void k_triad(float *restrict a, const float *restrict b,
+BENCH_CLONES __attribute__((noinline)) static void k_triad(float *restrict a, const float *restrict b,
 					      const float *restrict c, float s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		a[i] = b[i] + s * c[i];
 }
 
-__attribute__((noinline)) static void k_same(float *restrict p, float *restrict m,
+BENCH_CLONES __attribute__((noinline)) static void k_same(float *restrict p, float *restrict m,
 					     float *restrict v, const float *restrict g,
 					     float s, size_t n)
 {
@@ -78,7 +97,20 @@ __attribute__((noinline)) static void k_same(float *restrict p, float *restrict 
 	}
 }
 
-__attribute__((noinline)) static float k_read(const float *restrict x, size_t n)
+BENCH_CLONES __attribute__((noinline)) static void k_same_sgd(float *restrict p,
+							  float *restrict b,
+							  const float *restrict g,
+							  float s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float sg = s * g[i];
+
+		p[i] += sg;
+		b[i] += sg;
+	}
+}
+
+BENCH_CLONES __attribute__((noinline)) static float k_read(const float *restrict x, size_t n)
 {
 	float acc[16] = { 0 }, s = 0.0f;
 	size_t i = 0;
@@ -93,8 +125,40 @@ __attribute__((noinline)) static float k_read(const float *restrict x, size_t n)
 	return s;
 }
 
+/* the kernels of one run: the fixed ones, then each variant's two loops */
+struct kernels {
+	const struct dpg_optim_variant *var;
+	size_t nvar;		/* <= MAXVAR */
+	int nk;			/* NFIXED + 2 * nvar */
+	char name[NKMAX][64];
+	double bytes[NKMAX];
+	int skip[NKMAX];	/* a variant this CPU lacks */
+};
+
+static void kernels_init(struct kernels *ks)
+{
+	ks->var = dpg_optim_variants(&ks->nvar);
+	if (ks->nvar > MAXVAR)
+		ks->nvar = MAXVAR;
+	ks->nk = NFIXED + 2 * (int)ks->nvar;
+	for (int k = 0; k < ks->nk; k++) {
+		const struct dpg_optim_variant *v = &ks->var[(k - NFIXED) / 2];
+		int sgd = (k - NFIXED) % 2;
+
+		ks->skip[k] = k >= NFIXED && !v->supported();
+		if (k < NFIXED) {
+			snprintf(ks->name[k], sizeof(ks->name[k]), "%s", NAME[k]);
+			ks->bytes[k] = BYTES[k];
+		} else {
+			snprintf(ks->name[k], sizeof(ks->name[k]), "%s [%s]",
+				 sgd ? "sgd" : "adamw", v->name);
+			ks->bytes[k] = sgd ? BYTES[K_SGD] : BYTES[K_ADAMW];
+		}
+	}
+}
+
 /* One pass of kernel k; returns its seconds. */
-static double run(int k, struct bufs *b)
+static double run(const struct kernels *ks, int k, struct bufs *b)
 {
 	struct dpg_adamw_hp ah = { .lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f,
 				   .eps = 1e-8f, .weight_decay = 0.01f,
@@ -113,6 +177,9 @@ static double run(int k, struct bufs *b)
 	case K_SGD:
 		dpg_sgd_update(b->p, b->m, b->g, b->n, &sh);
 		break;
+	case K_SAME_SGD:
+		k_same_sgd(b->p, b->m, b->g, 1e-6f, b->n);
+		break;
 	case K_COPY:
 		k_copy(b->p, b->m, b->n);
 		break;
@@ -130,6 +197,12 @@ static double run(int k, struct bufs *b)
 		break;
 	case K_FROMBF16:
 		dpg_bf16_to_f32_n(b->h, b->p, b->n);
+		break;
+	default:
+		if ((k - NFIXED) % 2)
+			ks->var[(k - NFIXED) / 2].sgd(b->p, b->m, b->g, b->n, &sh);
+		else
+			ks->var[(k - NFIXED) / 2].adamw(b->p, b->m, b->v, b->g, b->n, &ah);
 		break;
 	}
 	return now() - t;
@@ -172,37 +245,36 @@ static void free_bufs(struct bufs *b)
 	free(b->h);
 }
 
-static const char *isa(void)
+static void report(const struct kernels *ks, double sec[NKMAX][64], int reps, size_t n)
 {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("x86-64-v4"))
-		return "x86-64-v4 clone (AVX-512)";
-	if (__builtin_cpu_supports("x86-64-v3"))
-		return "x86-64-v3 clone (AVX2)";
-#endif
-	return "default";
-}
+	double med[NKMAX], best[NKMAX];
 
-static void report(double sec[NK][64], int reps, size_t n)
-{
-	double med[NK], best[NK];
-
-	for (int k = 0; k < NK; k++) {
+	for (int k = 0; k < ks->nk; k++) {
+		if (ks->skip[k])
+			continue;
 		qsort(sec[k], (size_t)reps, sizeof(double), cmp_double);
-		med[k] = BYTES[k] * (double)n / sec[k][reps / 2] / 1e9;
-		best[k] = BYTES[k] * (double)n / sec[k][0] / 1e9;
+		med[k] = ks->bytes[k] * (double)n / sec[k][reps / 2] / 1e9;
+		best[k] = ks->bytes[k] * (double)n / sec[k][0] / 1e9;
 	}
 	printf("| kernel | B/elem | median GB/s | best GB/s | median ms |\n");
 	printf("|---|---:|---:|---:|---:|\n");
-	for (int k = 0; k < NK; k++)
-		printf("| %s | %.0f | %.2f | %.2f | %.1f |\n", NAME[k], BYTES[k], med[k],
-		       best[k], sec[k][reps / 2] * 1e3);
+	for (int k = 0; k < ks->nk; k++)
+		if (!ks->skip[k])
+			printf("| %s | %.0f | %.2f | %.2f | %.1f |\n", ks->name[k],
+			       ks->bytes[k], med[k], best[k], sec[k][reps / 2] * 1e3);
+	for (int k = 0; k < ks->nk; k++)
+		if (ks->skip[k])
+			printf("\nskip: %s: this CPU lacks its instruction set\n", ks->name[k]);
 	printf("\n| ratio (median) | value |\n|---|---:|\n");
+	printf("| adamw / same-pattern add | %.2f |\n", med[K_ADAMW] / med[K_SAME]);
+	printf("| sgd / same-pattern sgd | %.2f |\n", med[K_SGD] / med[K_SAME_SGD]);
+	for (int k = NFIXED; k < ks->nk; k++)
+		if (!ks->skip[k])
+			printf("| %s / same-pattern %s | %.2f |\n", ks->name[k],
+			       (k - NFIXED) % 2 ? "sgd" : "add",
+			       med[k] / med[(k - NFIXED) % 2 ? K_SAME_SGD : K_SAME]);
 	printf("| adamw / triad | %.2f |\n", med[K_ADAMW] / med[K_TRIAD]);
 	printf("| adamw / copy | %.2f |\n", med[K_ADAMW] / med[K_COPY]);
-	printf("| adamw / same-pattern add | %.2f |\n", med[K_ADAMW] / med[K_SAME]);
-	printf("| sgd / triad | %.2f |\n", med[K_SGD] / med[K_TRIAD]);
 	printf("| sumsq / read | %.2f |\n", med[K_SUMSQ] / med[K_READ]);
 }
 
@@ -210,7 +282,8 @@ int main(int argc, char **argv)
 {
 	size_t n = (size_t)64 << 20;
 	int reps = 7, opt;
-	static double sec[NK][64];
+	static double sec[NKMAX][64];
+	struct kernels ks;
 	struct bufs b;
 
 	while ((opt = getopt(argc, argv, "n:r:")) != -1) {
@@ -236,14 +309,18 @@ int main(int argc, char **argv)
 		free_bufs(&b);
 		return 1;
 	}
+	kernels_init(&ks);
 	printf("elements %zu (%.0f MiB per fp32 buffer), %d passes per kernel, "
-	       "1 thread, loops: %s\n\n", n, (double)n * 4 / 1048576.0, reps, isa());
-	for (int k = 0; k < NK; k++)
-		(void)run(k, &b);	/* warm-up */
+	       "1 thread, adamw/sgd loops: %s variant\n\n", n, (double)n * 4 / 1048576.0,
+	       reps, dpg_optim_variant_name());
+	for (int k = 0; k < ks.nk; k++)
+		if (!ks.skip[k])
+			(void)run(&ks, k, &b);	/* warm-up */
 	for (int r = 0; r < reps; r++)
-		for (int k = 0; k < NK; k++)
-			sec[k][r] = run(k, &b);
-	report(sec, reps, n);
+		for (int k = 0; k < ks.nk; k++)
+			if (!ks.skip[k])
+				sec[k][r] = run(&ks, k, &b);
+	report(&ks, sec, reps, n);
 	free_bufs(&b);
 	return 0;
 }

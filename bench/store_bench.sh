@@ -5,6 +5,7 @@
 #
 #   bench/store_bench.sh                 # N = 1024 4096 16384
 #   NS="1024 4096" bench/store_bench.sh
+#   bench/store_bench.sh --smoke         # (or SMOKE=1) N = 64 256, 2 processes
 #
 # For each N: bench/store_bench.c (dpg server thread + PROCS client processes
 # of N/PROCS threads) and bench/tcpstore_clients.py (TCPStore server + PROCS
@@ -16,17 +17,27 @@
 #
 # Knobs: NS, PROCS (8), ADDRS (8), DPG_TIMEOUT (60 s), TCPSTORE_TIMEOUT (20 s;
 # a failing TCPStore run is cut at 2x that + 20 s), PYTHON (/usr/bin/python3),
-# CC (gcc), KEEP_LOGS=1 (keep the per-run logs, path printed).
+# KEEP_LOGS=1 (keep the per-run logs, path printed), BUILD (the build tree
+# with bench/store_bench: `make -C DIR bench-programs`; default build/werror
+# or build/dev, bench/lib.sh).  Without torch the peer is skipped, said in a
+# "skip: peer ..." line.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/.." && pwd)
+bench_top=$TOP
+bench_name=store_bench.sh
+. "$HERE/lib.sh"
+SMOKE=${SMOKE:-0}
+if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
+if [ "$SMOKE" = 1 ]; then NS=${NS:-64 256}; PROCS=${PROCS:-2}; ADDRS=${ADDRS:-2}; fi
 NS=${NS:-1024 4096 16384}
 PROCS=${PROCS:-8}
 ADDRS=${ADDRS:-8}
 DPG_TIMEOUT=${DPG_TIMEOUT:-60}
 TCPSTORE_TIMEOUT=${TCPSTORE_TIMEOUT:-20}
 PYTHON=${PYTHON:-/usr/bin/python3}
-CC=${CC:-gcc}
+bench_build
+bench_need STORE_BENCH store_bench
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/store-bench.XXXXXX")
 cleanup() {
@@ -37,17 +48,11 @@ trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 ulimit -c 0
 
-R=$TOP/lib/runtime
-"$CC" -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -I"$TOP/include" \
-	-I"$TOP/lib/common" -I"$R" "$TOP/bench/store_bench.c" \
-	"$R/store_wire.c" "$R/store_table.c" "$R/store_ops.c" "$R/store_server.c" \
-	"$R/store_client.c" "$R/digest.c" "$R/net.c" "$TOP/lib/common/err.c" \
-	"$TOP/lib/common/parse.c" -lcrypto -lpthread -o "$WORK/store_bench" ||
-	{ echo "store_bench: build failed" >&2; exit 2; }
-
 HAVE_TORCH=1
 TORCH_VERSION=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null) || HAVE_TORCH=0
 
+bench_host
+[ $HAVE_TORCH = 1 ] || bench_skip "peer PyTorch TCPStore" "not installed ($PYTHON -c 'import torch' failed; apt-get install python3-torch)"
 echo "# store rendezvous: $(nproc) cores, open files $(ulimit -n) (hard $(ulimit -Hn)), \
 somaxconn $(cat /proc/sys/net/core/somaxconn 2>/dev/null || echo ?), \
 ports $(tr '\t' '-' < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo ?), \
@@ -68,7 +73,7 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 declare -a ROWS NOTES
 for n in $NS; do
 	# ---- dpg
-	line=$(timeout $((DPG_TIMEOUT * 2 + 30)) "$WORK/store_bench" -n "$n" -p "$PROCS" \
+	line=$(timeout $((DPG_TIMEOUT * 2 + 30)) "$STORE_BENCH" -n "$n" -p "$PROCS" \
 		-a "$ADDRS" -t "$DPG_TIMEOUT" 2>"$WORK/dpg.$n.err")
 	rc=$?
 	echo "${line:-dpg clients=$n: no result (rc $rc)}"

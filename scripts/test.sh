@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # test.sh - the whole dpg test suite on a fresh Debian 12 machine (what CI runs):
-# deps, the PyPI client environment (scripts/pyenv.sh), -Werror build + unit tests, packages, ASan+UBSan unit tests, libFuzzer
+# deps, the PyPI client environment (scripts/pyenv.sh), -Werror build + unit
+# tests, every bench script in smoke mode (make check-bench), packages,
+# ASan+UBSan unit tests, libFuzzer
 # (60 s per harness), valgrind, fault injection (tests/faults), man pages, e2e
 # through a real Slurm minicluster
 # (loopback and network-namespace modes), sbatch templates, distcheck.
@@ -11,7 +13,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 logs=$top/build/logs
 mkdir -p "$logs"
-stages=${DPG_STAGES:-"deps pyenv bootstrap werror unit pkg asan fuzz valgrind faults man e2e e2e-netns templates distcheck"}
+stages=${DPG_STAGES:-"deps pyenv bootstrap werror unit bench pkg asan fuzz valgrind faults man e2e e2e-netns templates distcheck"}
 declare -A result seconds
 failed=0
 
@@ -40,6 +42,7 @@ st_werror() (
 	../../configure CFLAGS="$werror_flags" && make -j2 && make -j2 extra-programs
 )
 st_unit() { make -C build/werror -j2 check || { find build/werror/tests/unit -name '*.log' -exec cat {} +; return 1; }; }
+st_bench() { make -C build/werror check-bench; }
 st_asan() (
 	mkdir -p build/asan && cd build/asan &&
 	../../configure --without-slurm --without-cuda CFLAGS="$san_flags" LDFLAGS="-fsanitize=address,undefined" &&
@@ -77,6 +80,7 @@ for s in $stages; do
 	bootstrap) run_stage bootstrap st_bootstrap ;;
 	werror) run_stage werror st_werror ;;
 	unit) run_stage unit st_unit ;;
+	bench) run_stage bench st_bench ;;
 	asan) run_stage asan st_asan ;;
 	valgrind) run_stage valgrind st_valgrind ;;
 	pkg) run_stage pkg scripts/pkg-test.sh ;;

@@ -6,7 +6,7 @@
  * (no fmaf, no reassociation, sqrtf and / correctly rounded), so that a
  * host build without FMA contraction and an nvcc build with --fmad=false
  * give bit-identical results.  optim.c turns contraction off for its loops
- * (they are also cloned for AVX2/AVX-512, where FMA exists); a C caller of
+ * (they are also compiled for AVX2/AVX-512, where FMA exists); a C caller of
  * these functions compiled with -march=... that has FMA should do the same
  * (-ffp-contract=off) if it wants bits equal to the GPU's.
  */
@@ -110,13 +110,34 @@ DPG_OPT_FN void dpg_sgd_elem(float *p, float *buf, float g,
 }
 
 #ifndef __CUDACC__
-/* The host loops (optim.c): vectorized, cloned for AVX2 / AVX-512 on
- * x86-64, bit-identical to the element functions above called one element
+/* The host loops (optim.c): vectorized, compiled for AVX2 / AVX-512 on
+ * x86-64 and picked at load time, bit-identical to the element functions above called one element
  * at a time, and so to the CUDA kernels.  Buffers must not overlap. */
 void dpg_adamw_update(float *p, float *m, float *v, const float *g, size_t n,
 		      const struct dpg_adamw_hp *h);
 void dpg_sgd_update(float *p, float *buf, const float *g, size_t n,
 		    const struct dpg_sgd_hp *h);
+
+/* The compiled variants of those two loops (the same source built for
+ * several instruction sets; on x86-64 with GCC: x86-64-v4 (AVX-512),
+ * x86-64-v3 (AVX2), default), best first, the last one runnable
+ * everywhere.  dpg_adamw_update / dpg_sgd_update are the first variant
+ * whose supported() is true, picked once at load time.  Every variant
+ * gives the same bits (no FMA contraction, no reassociation): the unit
+ * tests call each one. */
+typedef void dpg_adamw_fn(float *p, float *m, float *v, const float *g, size_t n,
+			  const struct dpg_adamw_hp *h);
+typedef void dpg_sgd_fn(float *p, float *buf, const float *g, size_t n,
+			const struct dpg_sgd_hp *h);
+struct dpg_optim_variant {
+	const char *name;
+	int (*supported)(void);	/* this CPU runs it */
+	dpg_adamw_fn *adamw;
+	dpg_sgd_fn *sgd;
+};
+const struct dpg_optim_variant *dpg_optim_variants(size_t *count);
+/* the name of the variant dpg_adamw_update and dpg_sgd_update run */
+const char *dpg_optim_variant_name(void);
 
 /* Sum of x[i]^2 in double in a fixed order that depends on n only (not on
  * the CPU, the alignment or the code path): element i goes to accumulator

@@ -63,7 +63,9 @@ rm -f "$results"
 {
 	echo "# libdpg fault injection"
 	echo
-	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc 2>/dev/null || echo '?') CPUs," \
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)," \
+		"CPU $(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)," \
+		"$(nproc 2>/dev/null || echo '?') CPUs," \
 		"DPG_TIMEOUT=${T} s, driver $bin${FAULTS_DRY:+, FAULTS_DRY=$FAULTS_DRY}." \
 		"detect = CLOCK_MONOTONIC from the fault to each surviving rank's error return" \
 		"(store cases: to the server closing the bad connection; intruders: their dpg_init)."

@@ -19,6 +19,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -376,6 +377,90 @@ static void test_loop_misaligned(void **state)
 	free(buf), free(ref);
 }
 
+/* ------------------------------------------- every compiled variant */
+
+/* One variant's AdamW and SGD, three steps on edge inputs, into out[0..5]
+ * (p m v of AdamW, p buf of SGD; each n floats). */
+static void run_variant(const struct dpg_optim_variant *var, size_t n, float *out[5])
+{
+	struct dpg_sgd_hp sh = { .lr = 0.03f, .momentum = 0.9f, .weight_decay = 1e-4f,
+				 .gscale = 0.7f };
+	float *g = falloc(n), *gs = falloc(n);
+	uint64_t s = 0xabcdef;
+
+	for (size_t i = 0; i < n; i++) {
+		out[0][i] = out[3][i] = edge_value(&s, i);
+		out[1][i] = rnd_float(&s, -1.0f, 1.0f);
+		out[2][i] = i % 5 == 0 ? 0.0f : rnd_float(&s, 0.0f, 4.0f);
+		out[4][i] = 0.0f;
+		g[i] = edge_value(&s, i + 3);
+		gs[i] = edge_value(&s, i + 5);
+	}
+	for (int t = 1; t <= 3; t++) {
+		struct dpg_adamw_hp h = adamw_hp(t, 1e-3f, 0.05f, 0.3f);
+
+		var->adamw(out[0], out[1], out[2], g, n, &h);
+		var->sgd(out[3], out[4], gs, n, &sh);
+	}
+	free(g), free(gs);
+}
+
+/* Each variant this CPU runs gives the default variant's bits (the
+ * deterministic mode's bit-identity whatever the CPU), and the default
+ * is one of them. */
+static void test_variants_bit_identical(void **state)
+{
+	static const char *const what[5] = { "adamw p", "adamw m", "adamw v", "sgd p", "sgd buf" };
+	enum { N = 4096 + 77 };
+	const struct dpg_optim_variant *var;
+	float *want[5], *got[5];
+	size_t nvar, ran = 0;
+	int k;
+
+	(void)state;
+	var = dpg_optim_variants(&nvar);
+	assert_true(nvar >= 1);
+	assert_string_equal(var[nvar - 1].name, "default");
+	assert_true(var[nvar - 1].supported());
+	for (k = 0; k < 5; k++)
+		want[k] = falloc(N), got[k] = falloc(N);
+	run_variant(&var[nvar - 1], N, want);
+	for (size_t v = 0; v + 1 < nvar; v++) {
+		if (!var[v].supported()) {
+			print_message("skip: variant %s: this CPU lacks its instruction set\n",
+				      var[v].name);
+			continue;
+		}
+		run_variant(&var[v], N, got);
+		for (k = 0; k < 5; k++) {
+			char label[64];
+
+			snprintf(label, sizeof(label), "%s %s", var[v].name, what[k]);
+			check_bits_equal(got[k], want[k], N, label);
+		}
+		print_message("variant %s: bit-identical to default\n", var[v].name);
+		ran++;
+	}
+	print_message("%zu of %zu non-default variants checked; dispatched: %s\n", ran,
+		      nvar - 1, dpg_optim_variant_name());
+	for (k = 0; k < 5; k++)
+		free(want[k]), free(got[k]);
+}
+
+/* The dispatched loops are the variant their name says, and that variant
+ * is the best one this CPU runs. */
+static void test_variant_dispatched(void **state)
+{
+	const struct dpg_optim_variant *var;
+	size_t nvar, best = 0;
+
+	(void)state;
+	var = dpg_optim_variants(&nvar);
+	while (!var[best].supported())
+		best++;
+	assert_string_equal(dpg_optim_variant_name(), var[best].name);
+}
+
 /* --------------------------------------------------------------- sumsq */
 
 /* The documented order: lane i % DPG_SUMSQ_LANES, then pairwise. */
@@ -693,6 +778,8 @@ int main(void)
 		cmocka_unit_test(test_sgd_hand),
 		cmocka_unit_test(test_loop_bit_identical),
 		cmocka_unit_test(test_loop_misaligned),
+		cmocka_unit_test(test_variants_bit_identical),
+		cmocka_unit_test(test_variant_dispatched),
 		cmocka_unit_test(test_sumsq_exact),
 		cmocka_unit_test(test_sumsq_order),
 		cmocka_unit_test(test_bf16_round_trip),

@@ -1,0 +1,142 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# check_bench.sh - every bench script in smoke mode (tiny sizes, a few
+# iterations, peers only where installed), then a check that what it printed
+# parses: the host line, and each result table with its columns and numbers.
+# The entry is `make check-bench` (a CI stage of scripts/test.sh); seconds long.
+#
+# Usage: BUILD=DIR bench/check_bench.sh     (DIR: a build tree after
+#        `make bench-programs`; default build/werror or build/dev)
+# Output: one line per script (ok / FAIL / skip: WHY), its output under
+# DIR/bench-smoke/NAME.out; exit 1 if any script failed or printed a table
+# that does not parse.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+bench_top=$(cd "$here/.." && pwd)
+bench_name=check_bench.sh
+. "$here/lib.sh"
+bench_build
+logs=$BUILD/bench-smoke
+mkdir -p "$logs"
+failed=0
+
+# table FILE HEADER_RE MIN_ROWS COL...: the table whose header line matches
+# HEADER_RE has at least MIN_ROWS rows, each with the header's number of
+# '|'-separated cells, and in each numbered COL (from 1) a number (its first
+# word: "4.99 [4.1-5.2]" passes)
+table() {
+	f=$1 re=$2 min=$3
+	shift 3
+	awk -v re="$re" -v min="$min" -v cols="$*" '
+	function cells(line, out,   n, i, k) {
+		n = split(line, raw, "|"); k = 0
+		for (i = 1; i <= n; i++) {
+			if ((i == 1 || i == n) && raw[i] ~ /^[ \t]*$/) continue
+			gsub(/^[ \t]+|[ \t]+$/, "", raw[i]); out[++k] = raw[i]
+		}
+		return k
+	}
+	BEGIN { nc = split(cols, want, " ") }
+	state == 0 && $0 ~ re { state = 1; width = cells($0, h); next }
+	state == 1 && /^[|:+ -]+$/ && /---/ { next }
+	state == 1 && /\|/ {
+		if (cells($0, c) != width) { printf "row %d: %d cells, header has %d: %s\n", rows + 1, cells($0, c), width, $0; bad = 1 }
+		for (j = 1; j <= nc; j++) {
+			split(c[want[j]], w, " ")
+			if (w[1] !~ /^-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?x?$/) {
+				printf "row %d column \"%s\": \"%s\" is not a number\n", rows + 1, h[want[j]], c[want[j]]; bad = 1
+			}
+		}
+		rows++; next
+	}
+	state == 1 { state = 2 }
+	END {
+		if (state == 0) { printf "no table with a header matching /%s/\n", re; exit 1 }
+		if (rows < min) { printf "table /%s/: %d rows, want at least %d\n", re, rows, min; exit 1 }
+		exit bad
+	}' "$f"
+}
+
+# has FILE RE WHAT: a line matching RE is there
+has() {
+	grep -Eq "$2" "$1" || { echo "missing: $3 (/$2/)"; return 1; }
+}
+
+host_line='^host: CPU .+, [0-9]+ CPUs, [0-9]{4}-[0-9]{2}-[0-9]{2}T'
+
+check_optim() {
+	has "$1" "$host_line" "the host line" &&
+	table "$1" '^\| kernel \| B/elem \| median GB/s' 10 2 3 4 5 &&
+	has "$1" '^\| adamw \| 28 \|' "the adamw row" &&
+	has "$1" '^\| same-pattern sgd \| 20 \|' "the same-pattern sgd row" &&
+	has "$1" '^\| adamw \[default\] \|' "the default variant's row" &&
+	table "$1" '^\| ratio \(median\) \| value \|' 5 2 &&
+	has "$1" '^\| adamw / same-pattern add \| [0-9.]+ \|' "the adamw ratio" &&
+	has "$1" '^\| sgd / same-pattern sgd \| [0-9.]+ \|' "the sgd ratio"
+}
+
+check_coll() {
+	has "$1" "$host_line" "the host line" &&
+	table "$1" '^\| size \| dpg shm n=2 \|' 3 2 5 &&
+	if has "$1" '^skip: peer Open MPI: ' "" >/dev/null; then :; else
+		table "$1" '^\| size \| dpg shm n=2 \|' 3 2 3 4 5 6 7
+	fi
+}
+
+check_store() {
+	has "$1" "$host_line" "the host line" &&
+	table "$1" '^ *N \| +dpg \(s\) \| +TCPStore \(s\)' 2 1 2 &&
+	if has "$1" '^skip: peer PyTorch TCPStore: ' "" >/dev/null; then :; else
+		table "$1" '^ *N \| +dpg \(s\) \| +TCPStore \(s\)' 2 1 2 3 4
+	fi
+}
+
+check_zero() {
+	has "$1" "$host_line" "the host line" &&
+	table "$1" '^\| world \| stage \| dpg step ms' 6 1 2 3 6 7 8 &&
+	if has "$1" '^skip: peer PyTorch ZeRO-1: ' "" >/dev/null; then :; else
+		has "$1" '^\| 1 \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' "torch's world-1 figures"
+	fi
+}
+
+# smoke NAME SHELL CHECK: run bench/NAME.sh --smoke, then CHECK its output
+smoke() {
+	name=$1 sh=$2 check=$3 t0=$(date +%s)
+	BUILD=$BUILD "$sh" "$here/$name.sh" --smoke >"$logs/$name.out" 2>&1
+	rc=$?
+	if [ $rc != 0 ]; then
+		echo "FAIL $name.sh --smoke: exit status $rc ($(($(date +%s) - t0)) s):"
+		tail -n 20 "$logs/$name.out" | sed 's/^/  | /'
+		failed=1
+		return
+	fi
+	if ! why=$($check "$logs/$name.out"); then
+		echo "FAIL $name.sh --smoke: its output does not parse:"
+		echo "$why" | sed 's/^/  | /'
+		failed=1
+		return
+	fi
+	echo "ok   $name.sh --smoke ($(($(date +%s) - t0)) s, output $logs/$name.out)"
+	grep '^skip: ' "$logs/$name.out" | sort -u | sed 's/^/     /'
+}
+
+bench_host
+smoke optim_bench sh check_optim
+smoke coll_bench sh check_coll
+smoke store_bench bash check_store
+smoke zero_bench sh check_zero
+# the launch overhead needs root and a Slurm minicluster (tests/e2e): too long
+# for this stage; BENCH_LAUNCH=1 runs it in smoke mode too (its own checks)
+if [ "${BENCH_LAUNCH:-0}" = 1 ]; then
+	if BUILD=$BUILD bash "$here/launch_overhead.sh" --smoke >"$logs/launch_overhead.out" 2>&1 &&
+	   grep -Eq '^ratio plugin/empty: median [0-9.]+' "$logs/launch_overhead.out"; then
+		echo "ok   launch_overhead.sh --smoke"
+	else
+		echo "FAIL launch_overhead.sh --smoke:"; tail -n 20 "$logs/launch_overhead.out" | sed 's/^/  | /'
+		failed=1
+	fi
+else
+	bench_skip "launch_overhead.sh" "needs root and a Slurm minicluster (the e2e stage's); BENCH_LAUNCH=1 runs it"
+fi
+[ $failed = 0 ] && echo "check-bench: all bench scripts ran and their tables parse"
+exit $failed

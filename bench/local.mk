@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# bench/local.mk - the benchmark programs, built by the build system against the
+# library (`make extra-programs`, or `make bench-programs` for these alone); the
+# bench/*.sh scripts run them from a build tree, and `make check-bench` runs
+# every script in smoke mode and checks that its tables parse.
+BENCH_PROGS = bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench
+EXTRA_PROGRAMS += bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench
+CLEANFILES += $(BENCH_PROGS)
+# the CPU collectives and the store: internal (runtime wing)
+bench_coll_bench_SOURCES = bench/coll_bench.c
+bench_coll_bench_CPPFLAGS = $(RT_CPPFLAGS)
+bench_coll_bench_LDADD = libdpgrt.la libdpgcommon.la -lm -lpthread
+bench_store_bench_SOURCES = bench/store_bench.c
+bench_store_bench_CPPFLAGS = $(RT_CPPFLAGS)
+bench_store_bench_LDADD = libdpgrt.la libdpgcommon.la -lpthread
+# the optimizer loops (internal, train wing); its reference kernels are built
+# with the train wing's flags, so that both sides are compiled alike
+bench_optim_bench_SOURCES = bench/optim_bench.c
+bench_optim_bench_CPPFLAGS = $(TRAIN_CPPFLAGS)
+bench_optim_bench_CFLAGS = $(libdpgtrain_la_CFLAGS)
+bench_optim_bench_LDADD = libdpgtrain.la libdpgrt.la libdpgcommon.la -lm
+# the sharded step through the public API only
+bench_zero_bench_SOURCES = bench/zero_bench.c
+bench_zero_bench_LDADD = libdpg.la -lm
+
+# the Open MPI peer of coll_bench: built with the MPI wrapper compiler, only
+# where configure found one (MPICC)
+if HAVE_MPICC
+BENCH_PROGS += bench/coll_mpi
+bench/coll_mpi$(EXEEXT): $(srcdir)/bench/coll_mpi.c
+	@$(MKDIR_P) bench
+	$(AM_V_CCLD)$(MPICC) -std=gnu11 $(CFLAGS) -o $@ $(srcdir)/bench/coll_mpi.c -lm
+endif
+EXTRA_BUILT += $(BENCH_PROGS)
+
+.PHONY: bench-programs check-bench
+bench-programs: $(BENCH_PROGS)
+# each bench script in smoke mode (tiny sizes, a few iterations, peers only
+# where installed), its tables checked by bench/check_bench.sh
+check-bench: all bench-programs
+	BUILD=$(abs_builddir) MPICC="$(MPICC)" $(top_srcdir)/bench/check_bench.sh
