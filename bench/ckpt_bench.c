@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,17 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of this process (all its threads) so far: what an op costs
+ * apart from waiting for the device, whatever else the machine runs. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -129,10 +141,11 @@ static const char *const op_name[NOPS] = {
 };
 
 /* One timed operation between barriers: seconds on this rank. */
-static int timed(struct bench *b, enum op op, unsigned char *buf, double *t, double *t2)
+static int timed(struct bench *b, enum op op, unsigned char *buf, double *t, double *t2,
+		 double *cpu)
 {
 	dpg_status_t st = DPG_OK;
-	double t0;
+	double t0, c0;
 	long pos = 42;
 
 	if ((op == RAW_READ || op == LOAD) && drop_caches(b) != 0)
@@ -140,6 +153,7 @@ static int timed(struct bench *b, enum op op, unsigned char *buf, double *t, dou
 	if (dpg_barrier(dpg_world(b->ctx)) != DPG_OK)
 		return fail(b, "barrier", DPG_ERR_SYSTEM);
 	t0 = now_s();
+	c0 = cpu_s();
 	switch (op) {
 	case RAW_WRITE:
 		if (raw_write(b, buf) != 0)
@@ -166,6 +180,7 @@ static int timed(struct bench *b, enum op op, unsigned char *buf, double *t, dou
 	}
 	if (st != DPG_OK)
 		return fail(b, op_name[op], st);
+	*cpu = cpu_s() - c0;
 	if (dpg_barrier(dpg_world(b->ctx)) != DPG_OK)
 		return fail(b, "barrier", DPG_ERR_SYSTEM);
 	if (op == ASYNC_BLOCK)
@@ -215,39 +230,51 @@ static int setup(struct bench *b, size_t numel, int nunits)
 /* reps rounds of every op, interleaved; the median of each on rank 0. */
 static int run(struct bench *b, int reps, size_t numel)
 {
-	double *t[NOPS];
+	double *t[NOPS], *c[NOPS];
 	unsigned char *buf = malloc(b->bytes);
 	int r, k, rc = 0, w = dpg_world_size(b->ctx);
 	double gb;
 
-	for (k = 0; k < NOPS; k++)
+	for (k = 0; k < NOPS; k++) {
 		t[k] = calloc((size_t)reps, sizeof(double));
+		c[k] = calloc((size_t)reps, sizeof(double));
+		if (!t[k] || !c[k])
+			return -1;
+	}
 	if (!buf)
 		return -1;
 	for (size_t i = 0; i < b->bytes; i++)
 		buf[i] = (unsigned char)(i * 131u >> 3);
 	for (r = 0; r < reps && rc == 0; r++) {
-		if (timed(b, RAW_WRITE, buf, &t[RAW_WRITE][r], NULL) != 0 ||
-		    timed(b, SAVE, buf, &t[SAVE][r], NULL) != 0 ||
-		    timed(b, RAW_READ, buf, &t[RAW_READ][r], NULL) != 0 ||
-		    timed(b, LOAD, buf, &t[LOAD][r], NULL) != 0 ||
-		    timed(b, ASYNC_BLOCK, buf, &t[ASYNC_BLOCK][r], &t[ASYNC_TOTAL][r]) != 0)
+		if (timed(b, RAW_WRITE, buf, &t[RAW_WRITE][r], NULL, &c[RAW_WRITE][r]) != 0 ||
+		    timed(b, SAVE, buf, &t[SAVE][r], NULL, &c[SAVE][r]) != 0 ||
+		    timed(b, RAW_READ, buf, &t[RAW_READ][r], NULL, &c[RAW_READ][r]) != 0 ||
+		    timed(b, LOAD, buf, &t[LOAD][r], NULL, &c[LOAD][r]) != 0 ||
+		    timed(b, ASYNC_BLOCK, buf, &t[ASYNC_BLOCK][r], &t[ASYNC_TOTAL][r],
+			  &c[ASYNC_BLOCK][r]) != 0)
 			rc = -1;
 	}
-	for (k = 0; k < NOPS && rc == 0; k++)
+	for (k = 0; k < NOPS && rc == 0; k++) {
 		qsort(t[k], (size_t)reps, sizeof(double), cmp_d);
+		qsort(c[k], (size_t)reps, sizeof(double), cmp_d);
+	}
 	gb = (double)b->bytes * w / 1e9;
 	if (rc == 0 && dpg_rank(b->ctx) == 0)
 		printf("world %d numel %zu GB %.3f reps %d cold_reads %s raw_write_GBps %.3f "
 		       "save_GBps %.3f save_ratio %.2f raw_read_GBps %.3f load_GBps %.3f "
-		       "load_ratio %.2f save_s %.3f async_block_s %.3f async_total_s %.3f\n",
+		       "load_ratio %.2f save_s %.3f async_block_s %.3f async_total_s %.3f "
+		       "cpu_s raw_write %.3f save %.3f raw_read %.3f load %.3f async %.3f\n",
 		       w, numel, gb, reps, b->dropped ? "yes" : "no",
 		       gb / t[RAW_WRITE][reps / 2], gb / t[SAVE][reps / 2],
 		       t[RAW_WRITE][reps / 2] / t[SAVE][reps / 2], gb / t[RAW_READ][reps / 2],
 		       gb / t[LOAD][reps / 2], t[RAW_READ][reps / 2] / t[LOAD][reps / 2],
-		       t[SAVE][reps / 2], t[ASYNC_BLOCK][reps / 2], t[ASYNC_TOTAL][reps / 2]);
-	for (k = 0; k < NOPS; k++)
+		       t[SAVE][reps / 2], t[ASYNC_BLOCK][reps / 2], t[ASYNC_TOTAL][reps / 2],
+		       c[RAW_WRITE][reps / 2], c[SAVE][reps / 2], c[RAW_READ][reps / 2],
+		       c[LOAD][reps / 2], c[ASYNC_BLOCK][reps / 2]);
+	for (k = 0; k < NOPS; k++) {
 		free(t[k]);
+		free(c[k]);
+	}
 	free(buf);
 	return rc;
 }

@@ -62,19 +62,23 @@ run_world() {
 	echo "raw write (8 MiB writes + fsync, new file) -> save -> raw read -> load ->"
 	echo "save_async + wait, a barrier around each.  Cold reads (page cache dropped"
 	echo "before each read): $([ -n "$drop" ] && echo yes || echo "no (not root)").  ratio = raw time / dpg time."
+	echo "CPU s: the CPU time of rank 0's process (all threads) during the op, what it costs"
+	echo "whatever else the machine runs (a loaded machine stretches the wall time of CPU-bound work)."
+	echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| world | GB | raw write GB/s | save GB/s | save/raw | raw read GB/s | load GB/s | load/raw | save s | async blocking s | async save+wait s |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| world | GB | raw write GB/s | save GB/s | save/raw | raw read GB/s | load GB/s | load/raw | save s | async blocking s | async save+wait s | CPU s raw write / save / raw read / load / async blocking |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 } > "$tmp/md"
 for w in $WORLDS; do
 	line=$(run_world "$w" "$bin" $drop --numel "$NUMEL" --reps "$REPS" --dir "$DIR/w$w")
 	echo "$line"
 	echo "$line" | awk '{
 		for (i = 1; i < NF; i++) v[$i] = $(i + 1)
-		printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v["world"],
+		printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s / %s |\n", v["world"],
 			v["GB"], v["raw_write_GBps"], v["save_GBps"], v["save_ratio"],
 			v["raw_read_GBps"], v["load_GBps"], v["load_ratio"], v["save_s"],
-			v["async_block_s"], v["async_total_s"] }' >> "$tmp/md"
+			v["async_block_s"], v["async_total_s"], v["raw_write"], v["save"],
+			v["raw_read"], v["load"], v["async"] }' >> "$tmp/md"
 done
 if [ "$out" != /dev/null ]; then
 	cp "$tmp/md" "$out"
