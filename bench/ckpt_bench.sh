@@ -66,7 +66,7 @@ run_world() {
 	echo "whatever else the machine runs (a loaded machine stretches the wall time of CPU-bound work)."
 	echo "Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| world | GB | raw write GB/s | save GB/s | save/raw | raw read GB/s | load GB/s | load/raw | save s | async blocking s | async save+wait s | CPU s raw write / save / raw read / load / async blocking |"
+	echo "| world | GB | raw write GB/s | save GB/s | save/raw | raw read GB/s | load GB/s | load/raw | save s | async blocking s | async save+wait s | CPU s raw write / save / raw read / load / async save+wait |"
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 } > "$tmp/md"
 for w in $WORLDS; do
