@@ -169,6 +169,26 @@ dpg_status_t dpg_zero_memory(const dpg_zero_t *z, dpg_zero_mem_t *mem);
  * leaves the previous checkpoint loadable.  Collective. */
 dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
 			   size_t extra_len);
+/* Asynchronous save: the same checkpoint as dpg_zero_save, but the call
+ * blocks only while this rank's shard of the state is copied into host
+ * memory (kept for the next save: the size of the optimizer state,
+ * dpg_zero_mem_t.optim_bytes, of extra host memory); a background thread
+ * writes and syncs the shard file while training goes on (the parameters
+ * may change at once: the checkpoint holds the values of the call).
+ * dpg_zero_save_wait waits for the write, then (collective, on the
+ * calling thread) every rank agrees, rank 0 writes the metadata and flips
+ * dir/latest: latest names the new step only once every shard is durable,
+ * and a crash before leaves the previous checkpoint loadable.  A failure
+ * of the background write is returned by dpg_zero_save_wait (latest then
+ * unchanged).  One save at a time: dpg_zero_save_async, dpg_zero_save and
+ * dpg_zero_load first finish the one in flight (as dpg_zero_save_wait; its
+ * failure is their result, and the new save is not started).
+ * dpg_zero_save_wait with none in flight returns DPG_OK.  dpg_zero_destroy
+ * waits for the background write but cannot commit it (that needs every
+ * rank): call dpg_zero_save_wait before.  Both collective. */
+dpg_status_t dpg_zero_save_async(dpg_zero_t *z, const char *dir, const void *extra,
+				 size_t extra_len);
+dpg_status_t dpg_zero_save_wait(dpg_zero_t *z);
 /* Load dir/latest, at any world size (resharded on load); refuses a
  * corrupt file or another model.  extra gets the saved extra bytes and
  * *extra_len their count: extra NULL ignores them (extra_cap is then not

@@ -59,7 +59,12 @@
 #define CK_SHARD_HDR 36
 #define CK_RANGE_REC 16
 #define CK_LATEST_MAX 64
-#define CK_IOBUF DPG_FIO_BUF	/* splits floats at buffer edges (fileio.h) */
+/* The reader's buffer: its first fill is CK_IOBUF bytes (splitting floats
+ * at the edge, fileio.h), the next ones CK_RBUF (not a multiple of 4
+ * either), each followed by a read-ahead hint for the next, so that the
+ * device reads while the bytes before are hashed. */
+#define CK_IOBUF DPG_FIO_BUF
+#define CK_RBUF ((size_t)(4 << 20) + 2)
 
 /* ---------------------------------------------------------------- names, dirs */
 
@@ -613,8 +618,9 @@ struct rfile {
 	const char *path;
 	int fd;
 	struct dpg_sha256 sha;
-	unsigned char *buf;		/* CK_IOBUF bytes, the caller's */
-	size_t len, pos;
+	unsigned char *buf;		/* CK_RBUF bytes, the caller's */
+	size_t len, pos, cap;		/* cap: CK_IOBUF, then CK_RBUF */
+	off_t off;			/* file offset of the next read */
 	unsigned long long body_left;	/* hashed bytes not yet read */
 };
 
@@ -629,7 +635,7 @@ static int rf_fill(struct rfile *r, size_t need, struct dpg_err *err)
 	r->len = have;
 	r->pos = 0;
 	while (r->len < need) {
-		want = CK_IOBUF - r->len;
+		want = r->cap - r->len;
 		if (want > r->body_left)
 			want = (size_t)r->body_left;
 		if (want == 0)
@@ -640,9 +646,12 @@ static int rf_fill(struct rfile *r, size_t need, struct dpg_err *err)
 					r->path, strerror(errno));
 		if (got == 0)
 			return dpg_errf(err, "%s: shrank while being read", r->path);
+		r->off += (off_t)got;
+		(void)posix_fadvise(r->fd, r->off, (off_t)CK_RBUF, POSIX_FADV_WILLNEED);
 		dpg_sha256_update(&r->sha, r->buf + r->len, got);
 		r->len += got;
 		r->body_left -= got;
+		r->cap = CK_RBUF;
 	}
 	return 0;
 }
@@ -723,7 +732,7 @@ struct reshard {
 	const struct dpg_zlayout *L;	/* as loaded */
 	int rank, nstate;
 	float **state;
-	unsigned char *buf;		/* CK_IOBUF bytes */
+	unsigned char *buf;		/* CK_RBUF bytes */
 };
 
 /* Does the whole file (size bytes) match its trailing SHA-256? */
@@ -738,7 +747,7 @@ static int whole_file_ok(const struct reshard *rs, int fd, off_t size)
 		return 0;
 	dpg_sha256_init(&c);
 	while (off < body) {
-		size_t want = CK_IOBUF;
+		size_t want = CK_RBUF;
 
 		if ((off_t)want > body - off)
 			want = (size_t)(body - off);
@@ -900,6 +909,8 @@ static int shard_stream(const struct reshard *rs, int old, const char *path, int
 	r.path = path;
 	r.fd = fd;
 	r.buf = rs->buf;
+	r.cap = CK_IOBUF;
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	dpg_sha256_init(&r.sha);
 	rc = shard_stream_hashed(rs, old, &r, size, err);
 	dpg_sha256_drop(&r.sha);
@@ -1022,7 +1033,7 @@ int dpg_ckpt_read_shard(const struct dpg_ckpt_meta *meta, const struct dpg_zlayo
 		return rc;
 	zero_state(L, nstate, state);
 	needed = calloc((size_t)meta->layout.nranks, 1);
-	rs.buf = malloc(CK_IOBUF);
+	rs.buf = malloc(CK_RBUF);
 	if (!needed || !rs.buf) {
 		free(needed);
 		free(rs.buf);

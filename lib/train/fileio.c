@@ -234,11 +234,45 @@ void dpg_wf_abort(struct dpg_wfile *w)
 	dpg_sha256_drop(&w->sha);
 }
 
-static int wf_flush(struct dpg_wfile *w, struct dpg_err *err)
+/* n more bytes are in the file: start their write-back once a window is
+ * full, wait for the window before it and drop it from the page cache.
+ * Advisory only (fsync at the end is what makes the file durable), so a
+ * file system without sync_file_range loses nothing but the overlap. */
+static void wf_wrote(struct dpg_wfile *w, size_t n)
 {
-	if (w->len > 0 && dpg_fio_write_full(w->fd, w->buf, w->len) != 0)
+	unsigned long long prev = w->kicked;
+
+	w->off += n;
+	if (w->off - w->kicked < DPG_FIO_WB)
+		return;
+	(void)sync_file_range(w->fd, (off_t)w->kicked, (off_t)(w->off - w->kicked),
+			      SYNC_FILE_RANGE_WRITE);
+	w->kicked = w->off;
+	if (prev <= w->waited)
+		return;		/* keep two windows in flight */
+	(void)sync_file_range(w->fd, (off_t)w->waited, (off_t)(prev - w->waited),
+			      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+			      SYNC_FILE_RANGE_WAIT_AFTER);
+	(void)posix_fadvise(w->fd, (off_t)w->waited, (off_t)(prev - w->waited),
+			    POSIX_FADV_DONTNEED);
+	w->waited = prev;
+}
+
+static int wf_write(struct dpg_wfile *w, const void *p, size_t n, struct dpg_err *err)
+{
+	if (dpg_fio_write_full(w->fd, p, n) != 0)
 		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: write failed: %s",
 				w->tmp, strerror(errno));
+	wf_wrote(w, n);
+	return 0;
+}
+
+static int wf_flush(struct dpg_wfile *w, struct dpg_err *err)
+{
+	int rc;
+
+	if (w->len > 0 && (rc = wf_write(w, w->buf, w->len, err)) != 0)
+		return rc;
 	w->len = 0;
 	return 0;
 }
@@ -273,10 +307,37 @@ int dpg_wf_put(struct dpg_wfile *w, const void *data, size_t n, struct dpg_err *
 	return wf_append(w, data, n, 0, err);
 }
 
+/* A little-endian host's floats are their own encoding: hash and write
+ * them in place, a write-back window at a time. */
+static int wf_floats_direct(struct dpg_wfile *w, const float *src, size_t n,
+			    struct dpg_err *err)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t left = n * 4;
+	int rc;
+
+	if ((rc = wf_flush(w, err)) != 0)
+		return rc;
+	while (left > 0) {
+		size_t m = left < DPG_FIO_WB ? left : DPG_FIO_WB;
+
+		dpg_sha256_update(&w->sha, p, m);
+		if ((rc = wf_write(w, p, m, err)) != 0)
+			return rc;
+		p += m;
+		left -= m;
+	}
+	return 0;
+}
+
 int dpg_wf_floats(struct dpg_wfile *w, const float *src, size_t n, struct dpg_err *err)
 {
 	int rc;
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (n >= DPG_FIO_DIRECT / 4)
+		return wf_floats_direct(w, src, n, err);
+#endif
 	while (n > 0) {
 		size_t m;
 

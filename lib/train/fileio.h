@@ -15,6 +15,14 @@
 /* The writer's buffer; deliberately not a multiple of 4 so that buffer edges
  * split floats and the carry-over path runs in every multi-buffer read. */
 #define DPG_FIO_BUF (64 * 1024 + 2)
+/* Runs of at least this many bytes of floats bypass that buffer on a
+ * little-endian host: hashed and written straight from the caller's array. */
+#define DPG_FIO_DIRECT ((size_t)1 << 20)
+/* Write-back window: every DPG_FIO_WB bytes written, their write-back to the
+ * device starts (sync_file_range) and the window before last is waited for
+ * and dropped from the page cache, so that the device writes while the next
+ * window is hashed, and a save does not fill memory with dirty pages. */
+#define DPG_FIO_WB ((size_t)8 << 20)
 
 /* Arrays of IEEE-754 binary32, little-endian (4 * n bytes at p). */
 void dpg_fio_encode_floats(uint8_t *p, const float *src, size_t n);
@@ -72,13 +80,17 @@ struct dpg_wfile {
 	struct dpg_sha256 sha;
 	unsigned char *buf;		/* DPG_FIO_BUF bytes, owned */
 	size_t len;
+	unsigned long long off;		/* bytes written to fd so far */
+	unsigned long long kicked;	/* write-back started below this */
+	unsigned long long waited;	/* written back (and dropped) below this */
 };
 
 int dpg_wf_open(struct dpg_wfile *w, const char *dir, const char *name,
 		struct dpg_err *err);
 /* Append n bytes (hashed). */
 int dpg_wf_put(struct dpg_wfile *w, const void *data, size_t n, struct dpg_err *err);
-/* Append n floats as little-endian binary32 (hashed). */
+/* Append n floats as little-endian binary32 (hashed); a long run on a
+ * little-endian host goes from src to the file without a copy. */
 int dpg_wf_floats(struct dpg_wfile *w, const float *src, size_t n, struct dpg_err *err);
 /* Append the digest (with_sha), flush, fsync, close, rename, sync the dir. */
 int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err);

@@ -11,7 +11,7 @@ libdpgtrain_la_SOURCES = \
 	lib/train/detsum.c lib/train/detsum.h \
 	lib/train/zero_mem.c lib/train/zero_mem.h \
 	lib/train/zero.c lib/train/zero_impl.h lib/train/zero_cuda.h \
-	lib/train/zero_ckpt.c
+	lib/train/zero_ckpt.c lib/train/zero_async.c
 libdpgtrain_la_CFLAGS = $(AM_CFLAGS) -O3 -fvect-cost-model=dynamic
 libdpgtrain_la_CPPFLAGS = $(TRAIN_CPPFLAGS)
 libdpgtrain_la_LIBADD = -lpthread -lm

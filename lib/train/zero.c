@@ -455,6 +455,7 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 
 	if (!z)
 		return DPG_OK;
+	dpg_zsave_drop(z);	/* a save in flight: its writer finishes first */
 	pf_stop(z);
 	for (i = 0; z->u && i < z->L.nunits; i++) {
 		zfree(z, &z->u[i].full, 0, NULL);

@@ -84,11 +84,10 @@ static int save_shard(struct dpg_zero *z, const char *dir, struct dpg_err *e)
 	return rc;
 }
 
-static int save(struct dpg_zero *z, const char *dir, const void *extra, size_t extra_len,
-		struct dpg_err *e)
+int dpg_zsave_check(struct dpg_zero *z, const char *dir, const void *extra,
+		    size_t extra_len, const char *op, struct dpg_err *e)
 {
-	const char *op = "zero_save";
-	int rc = 0;
+	int rc;
 
 	if ((rc = dpg_zneed_committed(z, op, e)) != 0)
 		return rc;
@@ -98,17 +97,37 @@ static int save(struct dpg_zero *z, const char *dir, const void *extra, size_t e
 		return dpg_errf(e, "%s: in the middle of an accumulation (%ld of %d micro-steps "
 				"done): save after dpg_zero_step updated the parameters", op,
 				z->micro, z->o.accum_steps);
-	if (z->rep == NULL || dpg_mesh_coord(z->mesh, 0) == 0)
-		rc = save_shard(z, dir, e);
-	if ((rc = agree(z, rc, op, e)) != 0)
+	return 0;
+}
+
+int dpg_zsave_commit(struct dpg_zero *z, const char *dir, long step, const void *extra,
+		     size_t extra_len, int mine, const char *op, struct dpg_err *e)
+{
+	int rc;
+
+	if ((rc = agree(z, mine, op, e)) != 0)
 		return rc;
 	/* every shard is on disk: what a killed writer left behind can go */
 	if (dpg_rank(z->ctx) == 0)
-		dpg_ckpt_clean_tmp(dir, z->step);
-	if (dpg_rank(z->ctx) == 0 && dpg_ckpt_commit(dir, z->step, &z->L, (int)z->o.optimizer,
+		dpg_ckpt_clean_tmp(dir, step);
+	if (dpg_rank(z->ctx) == 0 && dpg_ckpt_commit(dir, step, &z->L, (int)z->o.optimizer,
 						    z->nstate, extra, extra_len, e) != 0)
 		rc = ckpt_fail(DPG_ERR_SYSTEM, op, e);
 	return agree(z, rc, op, e);
+}
+
+static int save(struct dpg_zero *z, const char *dir, const void *extra, size_t extra_len,
+		struct dpg_err *e)
+{
+	const char *op = "zero_save";
+	int rc;
+
+	if ((rc = dpg_zsave_settle(z, e)) != 0 ||
+	    (rc = dpg_zsave_check(z, dir, extra, extra_len, op, e)) != 0)
+		return rc;
+	if (z->rep == NULL || dpg_mesh_coord(z->mesh, 0) == 0)
+		rc = save_shard(z, dir, e);
+	return dpg_zsave_commit(z, dir, z->step, extra, extra_len, rc, op, e);
 }
 
 dpg_status_t dpg_zero_save(dpg_zero_t *z, const char *dir, const void *extra,
@@ -183,6 +202,8 @@ static int load(struct dpg_zero *z, const char *dir, void *extra, size_t extra_c
 		return rc;
 	if (!dir || !*dir)
 		return dpg_errf(e, "%s: no directory", op);
+	if ((rc = dpg_zsave_settle(z, e)) != 0)
+		return rc;
 	rc = load_shard(z, dir, extra, extra_cap, extra_len, &step, e);
 	if ((rc = agree(z, rc, op, e)) != 0)
 		return rc;

@@ -40,6 +40,8 @@ struct prefetch {
 	char msg[DPG_ERR_MSG_MAX];
 };
 
+struct zsave;		/* a dpg_zero_save_async in flight (zero_async.c) */
+
 struct dpg_zero {
 	dpg_ctx_t *ctx;
 	dpg_zero_opts_t o;
@@ -67,6 +69,10 @@ struct dpg_zero {
 	void *dscratch;		/* 8 bytes of device memory for small allreduces (GPU) */
 	struct dpg_zmem mem;	/* where the buffers live; stage 3's gather buffer pool */
 	struct prefetch pf;
+	/* asynchronous save: the one in flight (until dpg_zero_save_wait) and
+	 * its host copy of the state, L.shard_numel each, kept for the next */
+	struct zsave *saving;
+	float *snap[DPG_CKPT_MAX_STATE];
 	/* accounting */
 	size_t param_bytes, grad_bytes, optim_bytes;
 	long micro, step;
@@ -95,5 +101,20 @@ int dpg_zclear_grads(struct dpg_zero *z, struct dpg_err *e);
 void dpg_zrelease(struct dpg_zero *z, int unit);
 /* Working parameters from the master shard (stages 1-2: all-gathered). */
 int dpg_zpublish(struct dpg_zero *z, struct dpg_err *e);
+
+/* zero_ckpt.c: the checks of a save's arguments and state (the same on
+ * every rank); and its end, collective: every rank passes its own result
+ * (mine), all agree, rank 0 writes the metadata and flips latest, all
+ * agree again. */
+int dpg_zsave_check(struct dpg_zero *z, const char *dir, const void *extra,
+		    size_t extra_len, const char *op, struct dpg_err *e);
+int dpg_zsave_commit(struct dpg_zero *z, const char *dir, long step, const void *extra,
+		     size_t extra_len, int mine, const char *op, struct dpg_err *e);
+/* zero_async.c: finish the asynchronous save in flight, if any (its
+ * writer joined, then dpg_zsave_commit: collective); its result. */
+int dpg_zsave_settle(struct dpg_zero *z, struct dpg_err *e);
+/* Destroy: wait for the writer of a save in flight and drop it (never
+ * committed: that needs every rank), and free the host copy. */
+void dpg_zsave_drop(struct dpg_zero *z);
 
 #endif

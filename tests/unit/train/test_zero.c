@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dpg_zero.h"
@@ -758,6 +760,206 @@ static void test_errors(void **state)
 	expect_all_ok(&j2);
 }
 
+/* ------------------------------------------------ asynchronous save */
+
+static void latest_is(const char *dir, long step)
+{
+	char path[400], want[32], got[32] = { 0 };
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/latest", dir);
+	f = fopen(path, "r");
+	CHK(f != NULL, "cannot open %s", path);
+	CHK(fread(got, 1, sizeof(got) - 1, f) > 0, "empty %s", path);
+	fclose(f);
+	snprintf(want, sizeof(want), "step-%08ld\n", step);
+	CHK(strcmp(got, want) == 0, "%s says '%s', expected step %ld", path, got, step);
+}
+
+static void one_step(dpg_ctx_t *ctx, dpg_zero_t *z, const struct zcfg *c, int world,
+		     int rank, long step)
+{
+	micro_step(ctx, z, c, world, rank, step, 0);
+	CHK_OK(ctx, dpg_zero_step(z, 0.05f, NULL));
+}
+
+/* Every parameter (stage 1: all of them on every rank). */
+static void params_of(dpg_zero_t *z, float *v)
+{
+	size_t k = 0;
+
+	for (int id = 0; id < NP; id++) {
+		const float *p = dpg_zero_param(z, id);
+
+		CHK(p != NULL, "param %d", id);
+		memcpy(v + k, p, P_NUMEL[id] * sizeof(float));
+		k += P_NUMEL[id];
+	}
+}
+
+/* The whole file (at most cap bytes): its length, or -1. */
+static long slurp(const char *path, unsigned char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n;
+
+	if (!f)
+		return -1;
+	n = fread(buf, 1, cap, f);
+	fclose(f);
+	return n < cap ? (long)n : -1;
+}
+
+static void same_ckpt_file(const char *a, const char *b, const char *name)
+{
+	static unsigned char ba[1 << 16], bb[1 << 16];
+	char fa[400], fb[400];
+	long na, nb;
+
+	snprintf(fa, sizeof(fa), "%s/step-00000002/%s", a, name);
+	snprintf(fb, sizeof(fb), "%s/step-00000002/%s", b, name);
+	na = slurp(fa, ba, sizeof(ba));
+	nb = slurp(fb, bb, sizeof(bb));
+	CHK(na > 100 && na == nb && memcmp(ba, bb, (size_t)na) == 0, "%s (%ld bytes) and %s "
+	    "(%ld bytes) differ", fa, na, fb, nb);
+}
+
+/* A background write that fails (a file size limit on the last rank): wait
+ * reports it on every rank, latest stays. */
+static void async_write_error(dpg_ctx_t *ctx, dpg_zero_t *z, const char *dir, int rank,
+			      int world)
+{
+	struct rlimit rl, small;
+	dpg_status_t st;
+	long x = 9;
+	bool limited = rank == world - 1;
+
+	if (limited) {
+		CHK(getrlimit(RLIMIT_FSIZE, &rl) == 0, "getrlimit");
+		small = rl;
+		small.rlim_cur = 256;
+		signal(SIGXFSZ, SIG_IGN);
+		CHK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
+	}
+	CHK_OK(ctx, dpg_zero_save_async(z, dir, &x, sizeof(x)));
+	st = dpg_zero_save_wait(z);
+	if (limited)
+		CHK(setrlimit(RLIMIT_FSIZE, &rl) == 0, "setrlimit back");
+	CHK(st == DPG_ERR_SYSTEM, "wait after a failed write: %s", dpg_strerror(st));
+	CHK(strstr(dpg_last_error(ctx), limited ? "File too large" : "another rank failed"),
+	    "message: %s", dpg_last_error(ctx));
+	latest_is(dir, 2);
+}
+
+static void body_async(int rank, const struct job *j)
+{
+	struct zcfg c = base_cfg(1, "async");
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_t *z;
+	char a[300], b[300], d[300], shard[32], dl[320];
+	float before[TOTAL_NUMEL], now[TOTAL_NUMEL];
+	long x = 7, got = 0, step;
+
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	snprintf(a, sizeof(a), "%s/async-sync-%d", g_tmp, j->n);
+	snprintf(b, sizeof(b), "%s/async-bg-%d", g_tmp, j->n);
+	snprintf(d, sizeof(d), "%s/async-destroy-%d", g_tmp, j->n);
+	z = make_model(ctx, &c);
+	for (step = 0; step < 2; step++)
+		one_step(ctx, z, &c, j->n, rank, step);
+	params_of(z, before);
+	CHK_OK(ctx, dpg_zero_save(z, a, &x, sizeof(x)));
+	CHK_OK(ctx, dpg_zero_save_async(z, b, &x, sizeof(x)));
+	/* the caller goes on at once: its extra bytes and parameters change
+	 * while the shard is written */
+	x = 8;
+	one_step(ctx, z, &c, j->n, rank, step++);
+	params_of(z, now);
+	CHK(memcmp(before, now, sizeof(now)) != 0, "the step changed nothing");
+	CHK_OK(ctx, dpg_zero_save_wait(z));
+	latest_is(b, 2);
+	snprintf(shard, sizeof(shard), "shard-%05d", rank);
+	same_ckpt_file(a, b, shard);
+	if (rank == 0)
+		same_ckpt_file(a, b, "meta");
+	CHK_OK(ctx, dpg_zero_load(z, b, &got, sizeof(got), NULL));
+	params_of(z, now);
+	CHK(got == 7 && memcmp(before, now, sizeof(now)) == 0,
+	    "loaded extra %ld or parameters differ from those of the call", got);
+	one_step(ctx, z, &c, j->n, rank, 2);
+	async_write_error(ctx, z, b, rank, j->n);
+	/* one at a time: a second save finishes the first */
+	CHK_OK(ctx, dpg_zero_save_async(z, b, NULL, 0));
+	one_step(ctx, z, &c, j->n, rank, 3);
+	CHK_OK(ctx, dpg_zero_save_async(z, b, NULL, 0));
+	latest_is(b, 3);
+	CHK_OK(ctx, dpg_zero_save_wait(z));
+	latest_is(b, 4);
+	CHK_OK(ctx, dpg_zero_save_wait(z));	/* none in flight */
+	/* destroy waits for the writer, commits nothing */
+	CHK_OK(ctx, dpg_zero_save_async(z, d, NULL, 0));
+	CHK_OK(ctx, dpg_zero_destroy(z));
+	snprintf(dl, sizeof(dl), "%s/latest", d);
+	CHK(access(dl, F_OK) != 0 && errno == ENOENT, "%s exists", dl);
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+static void test_save_async(void **state)
+{
+	struct job j1 = { .n = 1, .body = body_async };
+	struct job j2 = { .n = 2, .body = body_async };
+
+	(void)state;
+	expect_all_ok(&j1);
+	expect_all_ok(&j2);
+}
+
+/* A process killed while its asynchronous save is being written leaves
+ * latest at the checkpoint before, which loads. */
+static void body_async_kill(int rank, const struct job *j)
+{
+	struct zcfg c = base_cfg(1, "async-kill");
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_t *z;
+	char dir[300];
+	float before[TOTAL_NUMEL], now[TOTAL_NUMEL];
+	int status = 0;
+	pid_t pid;
+
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	snprintf(dir, sizeof(dir), "%s/async-kill", g_tmp);
+	z = make_model(ctx, &c);
+	one_step(ctx, z, &c, j->n, rank, 0);
+	CHK_OK(ctx, dpg_zero_save(z, dir, NULL, 0));
+	params_of(z, before);
+	one_step(ctx, z, &c, j->n, rank, 1);
+	pid = fork();
+	CHK(pid >= 0, "fork");
+	if (pid == 0) {	/* world 1: the save needs no peer */
+		if (dpg_zero_save_async(z, dir, NULL, 0) != DPG_OK)
+			_exit(3);
+		usleep(500);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	CHK(waitpid(pid, &status, 0) == pid, "waitpid");
+	CHK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %#x", status);
+	latest_is(dir, 1);
+	CHK_OK(ctx, dpg_zero_load(z, dir, NULL, 0, NULL));
+	params_of(z, now);
+	CHK(memcmp(before, now, sizeof(now)) == 0, "loaded parameters differ");
+	CHK_OK(ctx, dpg_zero_destroy(z));
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+static void test_save_async_killed(void **state)
+{
+	struct job j1 = { .n = 1, .body = body_async_kill };
+
+	(void)state;
+	expect_all_ok(&j1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -774,6 +976,8 @@ int main(void)
 		cmocka_unit_test(test_memory_formula),
 		cmocka_unit_test(test_peer_dies_stage3),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_save_async),
+		cmocka_unit_test(test_save_async_killed),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
