@@ -99,6 +99,13 @@ check_zero() {
 	fi
 }
 
+check_ckpt() {
+	has "$1" "$host_line" "the host line" &&
+	table "$1" '^\| world \| GB \| raw write GB/s \| save GB/s' 2 1 2 3 4 5 6 7 8 9 10 11 &&
+	has "$1" '^\| 1 \| [0-9.]+ \|' "the world-1 row" &&
+	has "$1" '^\| 2 \| [0-9.]+ \|' "the world-2 row"
+}
+
 # smoke NAME SHELL CHECK: run bench/NAME.sh --smoke, then CHECK its output
 smoke() {
 	name=$1 sh=$2 check=$3 t0=$(date +%s)
@@ -125,6 +132,7 @@ smoke optim_bench sh check_optim
 smoke coll_bench sh check_coll
 smoke store_bench bash check_store
 smoke zero_bench sh check_zero
+smoke ckpt_bench sh check_ckpt
 # the launch overhead needs root and a Slurm minicluster (tests/e2e): too long
 # for this stage; BENCH_LAUNCH=1 runs it in smoke mode too (its own checks)
 if [ "${BENCH_LAUNCH:-0}" = 1 ]; then

@@ -6,7 +6,7 @@
 # and 2 (CPU backend, loopback); and dpg_zero_save_async's blocking time.
 # Reads are cold (the page cache dropped before each) when run as root.
 #
-# Usage: bench/ckpt_bench.sh [--smoke] [BUILD_DIR] [OUT.md]
+# Usage: bench/ckpt_bench.sh [--smoke] [BUILD_DIR] [OUT.md]   (BUILD_DIR: or BUILD=)
 #   BUILD_DIR: a configured and built tree (default build/dev; make
 #   extra-programs builds bench/ckpt_bench in it)
 # Environment: NUMEL=67108864 (fp32 parameters; x 12 bytes with AdamW's
@@ -16,7 +16,12 @@ smoke=""
 if [ "${1:-}" = "--smoke" ]; then smoke=--smoke; shift; fi
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-build=$(cd "${1:-$top/build/dev}" && pwd)
+bench_top=$top
+bench_name=ckpt_bench.sh
+. "$here/lib.sh"
+[ -z "${1:-}" ] || BUILD=$1
+bench_build
+build=$BUILD
 out=${2:-$top/bench/results/ckpt.md}
 NUMEL=${NUMEL:-67108864}
 REPS=${REPS:-3}
@@ -24,8 +29,7 @@ WORLDS=${WORLDS:-"1 2"}
 DIR=${DIR:-/tmp/dpg-ckpt-bench.$$}
 if [ -n "$smoke" ]; then out=${2:-/dev/null}; NUMEL=1048576; REPS=1; fi
 mkdir -p -m 0700 "$DIR"
-bin=$build/bench/ckpt_bench
-[ -x "$bin" ] || (cd "$build" && make -j2 bench/ckpt_bench >/dev/null)
+bench_need bin ckpt_bench
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" "$DIR"' EXIT
 drop=""
@@ -53,6 +57,8 @@ run_world() {
 
 {
 	echo "# Checkpoints: dpg_zero_save/_load vs raw write+fsync/read of the same bytes"
+	echo
+	bench_host
 	echo
 	echo "\`bench/ckpt_bench.sh $smoke\` on $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
 		"$(nproc) cores, $(date -u +%Y-%m-%d), file system of $DIR:" \

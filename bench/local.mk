@@ -3,8 +3,10 @@
 # library (`make extra-programs`, or `make bench-programs` for these alone); the
 # bench/*.sh scripts run them from a build tree, and `make check-bench` runs
 # every script in smoke mode and checks that its tables parse.
-BENCH_PROGS = bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench
-EXTRA_PROGRAMS += bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench
+BENCH_PROGS = bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench \
+	bench/ckpt_bench
+EXTRA_PROGRAMS += bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench \
+	bench/ckpt_bench
 CLEANFILES += $(BENCH_PROGS)
 # the CPU collectives and the store: internal (runtime wing)
 bench_coll_bench_SOURCES = bench/coll_bench.c
@@ -22,6 +24,9 @@ bench_optim_bench_LDADD = libdpgtrain.la libdpgrt.la libdpgcommon.la -lm
 # the sharded step through the public API only
 bench_zero_bench_SOURCES = bench/zero_bench.c
 bench_zero_bench_LDADD = libdpg.la -lm
+# checkpoints (dpg_zero_save/_load/_save_async) against raw write+fsync/read
+bench_ckpt_bench_SOURCES = bench/ckpt_bench.c
+bench_ckpt_bench_LDADD = libdpg.la
 
 # the Open MPI peer of coll_bench: built with the MPI wrapper compiler, only
 # where configure found one (MPICC)
