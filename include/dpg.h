@@ -80,7 +80,7 @@ typedef enum {
 				 * refused it, or it refused ours) */
 	DPG_ERR_SYSTEM,		/* a system call failed */
 	DPG_ERR_NOMEM,
-	DPG_ERR_UNSUPPORTED,	/* e.g. NCCL asked for but not built */
+	DPG_ERR_UNSUPPORTED,	/* e.g. NCCL asked for, GPU module not installed */
 	DPG_ERR_BACKEND,	/* NCCL or CUDA reported an error */
 	DPG_ERR_ABORTED,	/* dpg_abort() was called */
 } dpg_status_t;

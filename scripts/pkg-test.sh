@@ -11,6 +11,12 @@
 #      DPG_PKG_LINTIAN=1    also run lintian (must be installed); E: tags fail
 #      DPG_PKG_OUT=DIR      copy the built .debs there
 #      DPG_PKG_KEEP=1       keep the scratch directory (printed at the end)
+#      DPG_PKG_CUDA=1       also build libdpg0-cuda, the GPU module (build profile
+#                           pkg.dpg.cuda; CUDA_HOME, default /usr/local/cuda, with
+#                           NCCL); the build-dependency check is skipped (-d)
+#                           since NVIDIA's toolkit is often not installed as .debs
+# By default the packages are built without CUDA (what CI builds): libdpg0 is
+# the same either way and never depends on CUDA or NCCL.
 # shellcheck disable=SC2317,SC2016,SC2001  # check runs functions and eval strings
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,11 +84,19 @@ t0=$SECONDS
 opts="${DEB_BUILD_OPTIONS:-} parallel=$jobs"
 [ "${DPG_PKG_NOCHECK:-0}" = 1 ] && opts="$opts nocheck"
 read -r -a words <<<"$opts"; opts="${words[*]}"	# DEB_BUILD_OPTIONS rejects empty words
-if (cd "$src" && DEB_BUILD_OPTIONS="$opts" \
-	dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
-	ok "dpkg-buildpackage -us -uc -b ($((SECONDS - t0))s)"
+cuda=${DPG_PKG_CUDA:-0}
+profiles=${DEB_BUILD_PROFILES:-}
+bopts=(-us -uc -b)
+if [ "$cuda" = 1 ]; then
+	profiles="$profiles pkg.dpg.cuda"
+	bopts+=(-d)
+fi
+read -r -a words <<<"$profiles"; profiles="${words[*]}"
+if (cd "$src" && DEB_BUILD_OPTIONS="$opts" DEB_BUILD_PROFILES="$profiles" \
+	dpkg-buildpackage "${bopts[@]}" >"$work/build.log" 2>&1); then
+	ok "dpkg-buildpackage ${bopts[*]}${profiles:+ (profiles: $profiles)} ($((SECONDS - t0))s)"
 else
-	ko "dpkg-buildpackage -us -uc -b (log: $work/build.log)"
+	ko "dpkg-buildpackage ${bopts[*]} (log: $work/build.log)"
 	tail -n 40 "$work/build.log" | sed 's/^/   | /'
 	DPG_PKG_KEEP=1; trap - EXIT; finish
 fi
@@ -91,6 +105,7 @@ grep -E '^(PASS|FAIL|ERROR|SKIP):|^# (TOTAL|PASS|FAIL)' "$work/build.log" | tail
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 pkgs=(slurm-spank-dpg libdpg0 libdpg-dev dpg-tools)
+[ "$cuda" = 1 ] && pkgs+=(libdpg0-cuda)
 root=$work/root
 mkdir -p "$root"
 for p in "${pkgs[@]}"; do
@@ -174,6 +189,26 @@ check "dpg.so links neither libdpg nor libslurm" eval \
 	'! readelf -d "$plugdir/dpg.so" | grep NEEDED | grep -qE "libdpg|libslurm"'
 check "dpg-plan: no missing libraries (ldd)" no_missing_libs "$plan"
 check "libdpg.so.0: no missing libraries (ldd)" no_missing_libs "$libdir/libdpg.so.0"
+no_gpu_needed() { # one libdpg for every node: no CUDA/NCCL in libdpg0
+	local dep
+	dep=$(dpkg-deb -f "$work/libdpg0_${version}_${arch}.deb" Depends)
+	echo "   | libdpg0 Depends: $dep"
+	! echo "$dep" | grep -qiE 'cuda|nccl' &&
+		! readelf -d "$libdir/libdpg.so.0" | grep NEEDED | grep -qiE 'libcuda|libcudart|libnccl|libcublas'
+}
+check "libdpg0 neither depends on nor links CUDA/NCCL" no_gpu_needed
+if [ "$cuda" = 1 ]; then
+	mod=$libdir/dpg/dpg-cuda.so
+	cuda_pkg_ok() {
+		local dep
+		dep=$(dpkg-deb -f "$work/libdpg0-cuda_${version}_${arch}.deb" Depends)
+		echo "   | libdpg0-cuda Depends: $dep"
+		[ -f "$mod" ] && echo "$dep" | grep -q 'libnccl2' && echo "$dep" | grep -q 'libdpg0 (=' &&
+			[ "$(nm -D --defined-only "$mod" | awk '{print $NF}')" = dpg_gpumod_v1 ]
+	}
+	check "libdpg0-cuda holds dpg/dpg-cuda.so (exports dpg_gpumod_v1), depends on libdpg0 and libnccl2" cuda_pkg_ok
+	check "dpg-cuda.so: no missing libraries (ldd)" no_missing_libs "$mod"
+fi
 check "libdpg SONAME is libdpg.so.0" eval 'readelf -d "$libdir/libdpg.so.0" | grep -q "SONAME.*\[libdpg.so.0\]"'
 check "libdpg exports only dpg_* symbols" eval \
 	'! nm -D --defined-only "$libdir/libdpg.so.0" | awk "\$2 ~ /^[TDBRVW]\$/ {print \$3}" | grep -v "^dpg_"'

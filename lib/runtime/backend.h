@@ -14,6 +14,15 @@
 struct dpg_comm;
 struct dpg_store;
 
+/* The store's set and get (store.h), handed to backends built outside
+ * libdpg (the NCCL backend in dpg-cuda.so), which cannot link libdpg's
+ * hidden functions. */
+typedef int dpg_store_set_fn(struct dpg_store *s, const char *key,
+			     const void *val, size_t len, int64_t deadline_ms,
+			     struct dpg_err *err);
+typedef int dpg_store_get_fn(struct dpg_store *s, const char *key, void **val,
+			     size_t *len, int64_t deadline_ms, struct dpg_err *err);
+
 /* Backend return codes besides 0: a dpg_status_t, negated (e.g.
  * -DPG_ERR_PEER), with the message in err naming the peer. */
 struct dpg_comm_ops {
@@ -54,6 +63,8 @@ struct dpg_comm {
  * c->size, c->name and c->world_ranks set. */
 struct dpg_backend_args {
 	struct dpg_store *store;	/* rendezvous (may be NULL for one rank) */
+	dpg_store_set_fn *store_set;	/* dpg_store_set / dpg_store_get, with */
+	dpg_store_get_fn *store_get;	/* deadlines on dpg_now_ms()'s clock */
 	const char *key_ns;		/* store key namespace of the job step,
 					 * "dpg/<job>.<step>" (no slash at the end) */
 	int world_rank;			/* this process in the world */

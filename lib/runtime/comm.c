@@ -4,12 +4,10 @@
 #include "comm.h"
 
 #include "cpu_backend.h"
+#include "gpumod.h"
 #include "le.h"
 #include "store.h"
 #include "xchg.h"
-#ifdef DPG_HAVE_NCCL
-#include "nccl_backend.h"
-#endif
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -157,6 +155,8 @@ static struct dpg_backend_args backend_args(struct dpg_ctx *ctx)
 {
 	return (struct dpg_backend_args){
 		.store = ctx->store,
+		.store_set = dpg_store_set,
+		.store_get = dpg_store_get,
 		.key_ns = ctx->ns,
 		.world_rank = ctx->j.rank,
 		.host = ctx->addr,
@@ -175,12 +175,10 @@ static int comm_start(struct dpg_ctx *ctx, struct rt_comm *rc,
 	struct dpg_backend_args a = backend_args(ctx);
 
 	if (rc->kind == DPG_BACKEND_NCCL) {
-#ifdef DPG_HAVE_NCCL
-		return dpg_nccl_comm_init(&rc->c, &a, e);
-#else
-		return dpg_errs(e, DPG_ERR_UNSUPPORTED, "libdpg was built without "
-				"NCCL");
-#endif
+		if (ctx->gpu.t == NULL)
+			return dpg_errs(e, DPG_ERR_UNSUPPORTED, "the NCCL backend "
+					"needs the CUDA module, which is not loaded");
+		return ctx->gpu.t->comm_init(&rc->c, &a, e);
 	}
 	if (rc->c.size == 1) {
 		rc->c.ops = &self_ops;

@@ -99,6 +99,11 @@ void dpg_ctx_set_failed(struct dpg_ctx *ctx)
 		ctx->failed = true;
 }
 
+const struct dpg_gpumod *dpg_ctx_gpumod(const struct dpg_ctx *ctx)
+{
+	return ctx != NULL && ctx->backend == DPG_BACKEND_NCCL ? ctx->gpu.t : NULL;
+}
+
 int dpg_ctx_device(const struct dpg_ctx *ctx)
 {
 	return ctx ? ctx->device : -1;

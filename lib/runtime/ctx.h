@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "gpumod.h"
 #include "join.h"
 #include "runtime.h"
 
@@ -33,6 +34,9 @@ struct dpg_ctx {
 	int64_t timeout_ms;
 	dpg_backend_t backend;
 	int device;
+	struct dpg_gpumod_lib gpu;	/* the CUDA module, once loaded */
+	int gpu_cap;			/* this rank's NCCL capability (init.c) */
+	char gpu_why[DPG_ERR_MSG_MAX];	/* why the module did not load, or "" */
 	struct dpg_store_server *srv;
 	struct dpg_store *store;
 	volatile int abort_flag;

@@ -9,9 +9,6 @@
 #include "store.h"
 #include "store_wire.h"	/* DPG_WIRE_MAGIC: is it a dpg store? */
 #include "xchg.h"
-#ifdef DPG_HAVE_NCCL
-#include "nccl_backend.h"
-#endif
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -82,23 +79,52 @@ static int check_master_local(struct dpg_ctx *ctx, struct dpg_err *e)
 
 /* ------------------------------------------------------------ backend choice */
 
-/* 0: NCCL not built, 1: built but no GPU, 2: usable. */
-static int nccl_cap(const struct dpg_ctx *ctx)
+/* This rank's NCCL capability, for the greeting and the backend choice:
+ * 0: the CUDA module cannot be loaded (ctx->gpu_why says why), 1: loaded
+ * but no usable GPU (or none wanted), 2: usable.  The module is loaded only
+ * when NCCL may be chosen and the task may have a GPU. */
+static int nccl_cap(struct dpg_ctx *ctx)
 {
-#ifdef DPG_HAVE_NCCL
+	struct dpg_err e = { { 0 } };
+
+	ctx->gpu_why[0] = '\0';
 	if (ctx->j.backend == DPG_BACKEND_CPU || ctx->j.gpu_hint == 0)
-		return 1;
-	return dpg_nccl_device_count() > 0 ? 2 : 1;
-#else
-	(void)ctx;
-	return 0;
-#endif
+		return ctx->gpu_cap = 1;
+	if (dpg_gpumod_open(&ctx->gpu, &e) != 0) {
+		copy_str(ctx->gpu_why, sizeof(ctx->gpu_why), e.msg);
+		return ctx->gpu_cap = 0;
+	}
+	return ctx->gpu_cap = ctx->gpu.t->device_count() > 0 ? 2 : 1;
 }
 
-static const char *cap_why(int cap)
+/* Why rank r cannot use NCCL (its capability cap < 2). */
+static const char *cap_why(const struct dpg_ctx *ctx, int r, int cap)
 {
-	return cap == 0 ? "libdpg was built without NCCL" :
+	if (cap == 0 && r == ctx->j.rank && ctx->gpu_why[0] != '\0')
+		return ctx->gpu_why;
+	return cap == 0 ? "its libdpg cannot load the CUDA module dpg-cuda.so "
+			  "(that rank's own error says why)" :
 	       cap == 1 ? "it has no usable GPU" : "ok";
+}
+
+/* Does the task have a GPU?  Slurm or the user said so (DPG_GPUS,
+ * CUDA_VISIBLE_DEVICES), or, when nothing said, the NVIDIA driver's device
+ * is there. */
+static bool task_has_gpu(const struct dpg_ctx *ctx)
+{
+	return ctx->j.gpu_hint > 0 ||
+	       (ctx->j.gpu_hint < 0 && access("/dev/nvidiactl", F_OK) == 0);
+}
+
+/* Auto mode fell back to the CPU backend on a rank with a GPU because the
+ * module did not load: one notice line, on each node's first rank. */
+static void notice_cpu_fallback(const struct dpg_ctx *ctx)
+{
+	if (ctx->j.backend != DPG_BACKEND_AUTO || ctx->backend != DPG_BACKEND_CPU ||
+	    ctx->gpu_cap != 0 || ctx->j.local_rank > 0 || !task_has_gpu(ctx))
+		return;
+	fprintf(stderr, "dpg: %s: notice: using the CPU backend: %s\n", ctx->who,
+		ctx->gpu_why);
 }
 
 static int choose_backend(struct dpg_ctx *ctx, int ncap_min, int min_rank,
@@ -114,7 +140,7 @@ static int choose_backend(struct dpg_ctx *ctx, int ncap_min, int min_rank,
 					"asked for (DPG_BACKEND or opts.backend) but "
 					"rank %d (%s) cannot use it: %s", min_rank,
 					dpg_ctx_rank_host(ctx, min_rank),
-					cap_why(ncap_min));
+					cap_why(ctx, min_rank, ncap_min));
 		ctx->backend = DPG_BACKEND_NCCL;
 		return 0;
 	case DPG_BACKEND_AUTO:
@@ -129,16 +155,11 @@ static int pick_device(struct dpg_ctx *ctx, struct dpg_err *e)
 	ctx->device = ctx->j.device;
 	if (ctx->backend != DPG_BACKEND_NCCL || ctx->device >= 0)
 		return 0;
-#ifdef DPG_HAVE_NCCL
-	if (dpg_nccl_pick_device(ctx->j.gpu_busid[0] ? ctx->j.gpu_busid : NULL,
-				 ctx->j.local_rank < 0 ? 0 : ctx->j.local_rank,
-				 &ctx->device, e) != 0)
+	if (ctx->gpu.t->pick_device(ctx->j.gpu_busid[0] ? ctx->j.gpu_busid : NULL,
+				    ctx->j.local_rank < 0 ? 0 : ctx->j.local_rank,
+				    &ctx->device, e) != 0)
 		return -DPG_ERR_BACKEND;
 	return 0;
-#else
-	(void)e;
-	return -DPG_ERR_UNSUPPORTED;
-#endif
 }
 
 /* The backend, its device and the world communicator. */
@@ -147,6 +168,8 @@ static int start_world(struct dpg_ctx *ctx, int cap_min, int cap_rank,
 {
 	int rc = choose_backend(ctx, cap_min, cap_rank, e);
 
+	if (rc == 0)
+		notice_cpu_fallback(ctx);
 	if (rc == 0)
 		rc = pick_device(ctx, e);
 	if (rc == 0)
@@ -782,6 +805,7 @@ dpg_status_t (dpg_finalize)(dpg_ctx_t *ctx)
 	dpg_store_close(ctx->store);
 	dpg_store_server_stop(ctx->srv);
 	free(ctx->ranks);
+	dpg_gpumod_close(&ctx->gpu);
 	pthread_mutex_destroy(&ctx->lock);
 	explicit_bzero(ctx->j.secret, sizeof(ctx->j.secret));
 	free(ctx);

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # lib/runtime/local.mk - libdpg's communication layer: context and init, the
-# rendezvous store, TCP, the CPU backend (cpu/) and the NCCL backend (nccl/).
+# rendezvous store, TCP, the CPU backend (cpu/) and the loader of the GPU
+# module (gpumod.c).  The NCCL backend (nccl/) is built into that module
+# (lib/cuda/local.mk), never into libdpg: libdpg.so needs no CUDA or NCCL.
 noinst_LTLIBRARIES += libdpgrt.la
 libdpgrt_la_SOURCES = \
 	lib/runtime/version.c lib/runtime/backend.h lib/runtime/comm.h \
@@ -16,6 +18,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/coll.c \
 	lib/runtime/comm.c lib/runtime/mesh.c \
 	lib/runtime/init.c \
+	lib/runtime/gpumod.c lib/runtime/gpumod.h \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h lib/runtime/cpu/shm_impl.h \
 	lib/runtime/cpu/shm_seg.c lib/runtime/cpu/shm_direct.c \
@@ -28,9 +31,6 @@ libdpgrt_la_SOURCES = \
 libdpgrt_la_CFLAGS = $(AM_CFLAGS) -O3 -fvect-cost-model=dynamic
 libdpgrt_la_CPPFLAGS = $(RT_CPPFLAGS) $(LIBCRYPTO_CFLAGS)
 libdpgrt_la_LIBADD = $(LIBCRYPTO_LIBS) -lpthread -lrt -lm
-EXTRA_DIST += lib/runtime/nccl/nccl_backend.c lib/runtime/nccl/nccl_backend.h
-if HAVE_NCCL
-libdpgrt_la_SOURCES += lib/runtime/nccl/nccl_backend.c lib/runtime/nccl/nccl_backend.h
-libdpgrt_la_CPPFLAGS += -DDPG_HAVE_NCCL=1 $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)
-libdpgrt_la_LIBADD += $(CUDA_LDFLAGS) $(NCCL_LDFLAGS) -lnccl -lcudart
-endif
+# where dpg_init looks for dpg-cuda.so unless DPG_CUDA_MODULE says otherwise
+libdpgrt_la_CPPFLAGS += -DDPG_CUDA_MODULE_DEFAULT='"$(pkglibdir)/dpg-cuda.so"'
+libdpgrt_la_LIBADD += $(DL_LIBS)

@@ -11,6 +11,7 @@
 #include "err.h"
 
 struct dpg_store;
+struct dpg_gpumod;
 
 /* all_gather on comm for a thread other than the caller's (zero.c's prefetch):
  * the context's last error belongs to the main thread, so the failure stays in
@@ -33,6 +34,10 @@ void dpg_ctx_clear_err(struct dpg_ctx *ctx);
 /* A collective run outside the public calls (zero.c's prefetch thread)
  * failed: dpg_finalize must not wait for the peers' goodbye. */
 void dpg_ctx_set_failed(struct dpg_ctx *ctx);
+
+/* The loaded CUDA module's table (gpumod.h) when the context runs on the
+ * NCCL backend, else NULL. */
+const struct dpg_gpumod *dpg_ctx_gpumod(const struct dpg_ctx *ctx);
 
 /* The CUDA device of the context's NCCL communicators (-1: none). */
 int dpg_ctx_device(const struct dpg_ctx *ctx);

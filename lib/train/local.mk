@@ -15,15 +15,13 @@ libdpgtrain_la_SOURCES = \
 libdpgtrain_la_CFLAGS = $(AM_CFLAGS) -O3 -fvect-cost-model=dynamic
 libdpgtrain_la_CPPFLAGS = $(TRAIN_CPPFLAGS)
 libdpgtrain_la_LIBADD = -lpthread -lm
+# The sharded step's kernels (optim.h's arithmetic on the GPU) are built into
+# the GPU module dpg-cuda.so (lib/cuda/local.mk), never into libdpg; zero.c
+# and zero_mem.c call them through the module's table (gpumod.h).
 EXTRA_DIST += lib/train/zero_cuda.cu
 if HAVE_NCCL
-libdpgtrain_la_CPPFLAGS += -DDPG_HAVE_NCCL=1 $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HAVE_NVCC
-# The sharded step's kernels (optim.h's arithmetic on the GPU).  nvcc is not
-# a libtool compiler: build the PIC object and describe it in a .lo.
-libdpgtrain_la_CPPFLAGS += -DDPG_HAVE_CUDA_ZERO=1
-libdpgtrain_la_LIBADD += lib/train/zero_cuda.lo $(CUDA_LDFLAGS) -lcudart -lstdc++
-EXTRA_libdpgtrain_la_DEPENDENCIES = lib/train/zero_cuda.lo
+# nvcc is not a libtool compiler: build the PIC object and describe it in a .lo.
 NVCC_GENCODE = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
 lib/train/zero_cuda.lo: lib/train/zero_cuda.cu lib/train/zero_cuda.h lib/train/optim.h \

@@ -17,7 +17,7 @@
 #include "optim.h"
 #include "dtype.h"
 #include "runtime.h"
-#include "zero_cuda.h"
+#include "gpumod.h"	/* the CUDA module's kernels */
 #include "zero_mem.h"
 #include "zero_impl.h"
 #include "zlayout.h"
@@ -247,6 +247,20 @@ static void pf_stop(struct dpg_zero *z)
 
 /* ------------------------------------------------------------ create, register */
 
+/* The sharded step's kernels, from the CUDA module the NCCL backend runs on. */
+static int gpu_kernels(struct dpg_zero *z, struct dpg_err *e)
+{
+	const struct dpg_gpumod *g = dpg_ctx_gpumod(z->ctx);
+
+	z->mem.k = g != NULL ? g->k : NULL;
+	if (z->mem.k == NULL)
+		return dpg_errs(e, DPG_ERR_UNSUPPORTED, "zero_create: the CUDA module "
+				"%s was built without nvcc: the sharded step needs its "
+				"CUDA kernels on the NCCL backend (rebuild it with nvcc, "
+				"or use DPG_BACKEND=cpu)", dpg_gpumod_path());
+	return 0;
+}
+
 /* The options and the groups of a new model (z->ctx set). */
 static int create_setup(struct dpg_zero *z, const dpg_zero_opts_t *opts, struct dpg_err *e)
 {
@@ -260,12 +274,8 @@ static int create_setup(struct dpg_zero *z, const dpg_zero_opts_t *opts, struct 
 		return rc;
 	z->mem.on_gpu = dpg_backend(z->ctx) == DPG_BACKEND_NCCL;
 	z->mem.device = dpg_ctx_device(z->ctx);
-#ifndef DPG_HAVE_CUDA_ZERO
-	if (z->mem.on_gpu)
-		return dpg_errs(e, DPG_ERR_UNSUPPORTED, "zero_create: libdpg was built without "
-				"nvcc: the sharded step needs its CUDA kernels on the NCCL backend "
-				"(rebuild with CUDA, or use DPG_BACKEND=cpu)");
-#endif
+	if (z->mem.on_gpu && (rc = gpu_kernels(z, e)) != 0)
+		return rc;
 	if (z->mem.on_gpu && z->o.deterministic)
 		return dpg_errs(e, DPG_ERR_UNSUPPORTED, "zero_create: deterministic mode runs on "
 				"the CPU backend only (not yet on NCCL)");
@@ -952,11 +962,9 @@ static int update(struct dpg_zero *z, float lr, float gscale, struct dpg_err *e)
 			};
 			float *v = z->state[2] + off;
 
-#ifdef DPG_HAVE_CUDA_ZERO
 			if (dpg_zmem_gpu(&z->mem))
-				rc = dpg_cuda_adamw(p, m, v, g, n, &h, NULL);
+				rc = z->mem.k->adamw(p, m, v, g, n, &h, NULL);
 			else
-#endif
 				dpg_adamw_update(p, m, v, g, n, &h);
 		} else {
 			struct dpg_sgd_hp h = {
@@ -964,15 +972,13 @@ static int update(struct dpg_zero *z, float lr, float gscale, struct dpg_err *e)
 				.weight_decay = z->o.weight_decay, .gscale = gscale,
 			};
 
-#ifdef DPG_HAVE_CUDA_ZERO
 			if (dpg_zmem_gpu(&z->mem))
-				rc = dpg_cuda_sgd(p, m, g, n, &h, NULL);
+				rc = z->mem.k->sgd(p, m, g, n, &h, NULL);
 			else
-#endif
 				dpg_sgd_update(p, m, g, n, &h);
 		}
 		if (rc != 0)
-			err = zm(dpg_zmem_cuda_err(e, rc), "zero_step", e);
+			err = zm(dpg_zmem_cuda_err(&z->mem, e, rc), "zero_step", e);
 	}
 	return err;
 }

@@ -10,10 +10,13 @@
 
 #include "err.h"
 
+struct dpg_gpumod_kernels;
+
 /* Where a model's buffers live.  Every function that can fail returns 0 or
  * -DPG_ERR_NOMEM / -DPG_ERR_BACKEND (CUDA) with its message in err. */
 struct dpg_zmem {
 	bool on_gpu;
+	const struct dpg_gpumod_kernels *k;	/* the CUDA module's kernels (GPU) */
 	int device;		/* the CUDA device to make current (GPU; -1: leave it) */
 	int param_dtype;	/* dpg_dtype_t of the working parameters (dpg_zmem_cast) */
 	/* stage 3: released gather buffers kept for reuse */
@@ -26,8 +29,8 @@ struct dpg_zmem {
 /* On the GPU? Then make m's device current (every buffer of m lives there,
  * whatever device the caller selected since) and return 1. */
 int dpg_zmem_gpu(const struct dpg_zmem *m);
-/* A CUDA status rc (!= 0) as -DPG_ERR_BACKEND with its message. */
-int dpg_zmem_cuda_err(struct dpg_err *err, int rc);
+/* A CUDA status rc (!= 0) of m's kernels as -DPG_ERR_BACKEND with its message. */
+int dpg_zmem_cuda_err(const struct dpg_zmem *m, struct dpg_err *err, int rc);
 
 /* bytes of zeroed memory at *p (NULL for 0 bytes), added to *acct. */
 int dpg_zmem_alloc(const struct dpg_zmem *m, void **p, size_t bytes, size_t *acct,

@@ -22,6 +22,13 @@ if [ ! -x "$bin" ] && [ ! -x "$zbin" ]; then
 	echo "SKIPPED: $bin not built (configure found no NCCL; see its summary)"
 	exit 77
 fi
+# libdpg reaches NCCL through its GPU module: by default the one of the build
+# tree these tests come from (make check-gpu sets it too)
+if [ -z "${DPG_CUDA_MODULE:-}" ]; then
+	mod=$(cd "$(dirname "$bin")/../.." 2>/dev/null && pwd)/.libs/dpg-cuda.so
+	[ -f "$mod" ] && DPG_CUDA_MODULE=$mod && export DPG_CUDA_MODULE
+fi
+echo "GPU module: ${DPG_CUDA_MODULE:-(libdpg's default path)}"
 ranks=${2:-$ngpu}
 [ "$ranks" -gt 8 ] && ranks=8
 echo "GPUs: $ngpu; running $ranks rank(s), one GPU each"

@@ -6,7 +6,7 @@
 # cmocka's) and LDADD (its wing's libraries), since automake knows no
 # per-folder variables.
 EXTRA_DIST += tests/unit/check_layering.sh tests/unit/check_cloexec.sh \
-	tests/unit/check_man_synopsis.sh
+	tests/unit/check_man_synopsis.sh tests/unit/check_needed.sh
 UNIT_CPPFLAGS = $(ALL_CPPFLAGS) $(CMOCKA_CFLAGS)
 LAUNCH_TEST_LDADD = libdpglaunch.la libdpgcommon.la $(CMOCKA_LIBS)
 RT_TEST_LDADD = libdpgtrain.la libdpgrt.la libdpgcommon.la $(CMOCKA_LIBS) -lm -lpthread
@@ -65,6 +65,7 @@ EXTRA_tests_unit_tools_test_dpg_plan_DEPENDENCIES = dpg-plan
 # ---------------------------------------------------------------- runtime
 # (join reads the launch side's contract too; init forks ranks: ranks.h)
 UNIT_RUNTIME = tests/unit/runtime/test_cpu_backend tests/unit/runtime/test_init \
+	tests/unit/runtime/test_gpumod \
 	tests/unit/runtime/test_join tests/unit/runtime/test_net \
 	tests/unit/runtime/test_reduce tests/unit/runtime/test_digest \
 	tests/unit/runtime/test_shm tests/unit/runtime/test_store
@@ -74,6 +75,41 @@ tests_unit_runtime_test_cpu_backend_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_init_SOURCES = tests/unit/runtime/test_init.c tests/unit/ranks.h tests/unit/testenv.h
 tests_unit_runtime_test_init_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_init_LDADD = $(RT_TEST_LDADD)
+# test_gpumod: the module loader against fake modules built here by plain
+# rules (a libtool module would get an rpath: the point of nolib.so is a
+# library the loader cannot find) and the real dpg-cuda.so when configured
+GPUMOD_FAKE = tests/unit/runtime/gpumod-fake
+GPUMOD_FAKES = $(GPUMOD_FAKE)/absent/libdpgtest-absent.so $(GPUMOD_FAKE)/nolib.so \
+	$(GPUMOD_FAKE)/badabi.so $(GPUMOD_FAKE)/notmod.so
+GPUMOD_FAKE_CC = $(CC) -std=gnu11 -shared -fPIC -I$(top_srcdir)/include \
+	-I$(top_srcdir)/lib/common -I$(top_srcdir)/lib/runtime
+EXTRA_DIST += tests/unit/runtime/fake_gpumod.c
+CLEANFILES += $(GPUMOD_FAKES)
+$(GPUMOD_FAKE)/absent/libdpgtest-absent.so: $(srcdir)/tests/unit/runtime/fake_gpumod.c
+	@$(MKDIR_P) $(@D)
+	$(AM_V_CC)$(GPUMOD_FAKE_CC) -DFAKE_ABSENT_LIB \
+	  -Wl,-soname,libdpgtest-absent.so.0 -o $@ $(srcdir)/tests/unit/runtime/fake_gpumod.c
+$(GPUMOD_FAKE)/nolib.so: $(srcdir)/tests/unit/runtime/fake_gpumod.c \
+		$(GPUMOD_FAKE)/absent/libdpgtest-absent.so $(top_srcdir)/lib/runtime/gpumod.h
+	$(AM_V_CC)$(GPUMOD_FAKE_CC) -DFAKE_ABI=DPG_GPUMOD_ABI -DFAKE_NEEDS_ABSENT -o $@ \
+	  $(srcdir)/tests/unit/runtime/fake_gpumod.c -Wl,--no-as-needed \
+	  $(GPUMOD_FAKE)/absent/libdpgtest-absent.so
+$(GPUMOD_FAKE)/notmod.so: $(srcdir)/tests/unit/runtime/fake_gpumod.c
+	@$(MKDIR_P) $(@D)
+	$(AM_V_CC)$(GPUMOD_FAKE_CC) -DFAKE_ABSENT_LIB -o $@ $(srcdir)/tests/unit/runtime/fake_gpumod.c
+$(GPUMOD_FAKE)/badabi.so: $(srcdir)/tests/unit/runtime/fake_gpumod.c $(top_srcdir)/lib/runtime/gpumod.h
+	@$(MKDIR_P) $(@D)
+	$(AM_V_CC)$(GPUMOD_FAKE_CC) -DFAKE_ABI=999 -o $@ $(srcdir)/tests/unit/runtime/fake_gpumod.c
+tests_unit_runtime_test_gpumod_SOURCES = tests/unit/runtime/test_gpumod.c tests/unit/testenv.h
+tests_unit_runtime_test_gpumod_CPPFLAGS = $(UNIT_CPPFLAGS) \
+	-DDPG_TEST_FAKE_DIR='"$(abs_builddir)/$(GPUMOD_FAKE)"' \
+	-DDPG_TEST_DEFAULT_MODULE='"$(pkglibdir)/dpg-cuda.so"'
+if HAVE_NCCL
+tests_unit_runtime_test_gpumod_CPPFLAGS += \
+	-DDPG_TEST_CUDA_MODULE='"$(abs_builddir)/.libs/dpg-cuda.so"'
+endif
+tests_unit_runtime_test_gpumod_LDADD = $(RT_TEST_LDADD)
+EXTRA_tests_unit_runtime_test_gpumod_DEPENDENCIES = $(GPUMOD_FAKES)
 tests_unit_runtime_test_join_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_join_LDADD = libdpglaunch.la $(RT_TEST_LDADD)
 tests_unit_runtime_test_net_SOURCES = tests/unit/runtime/test_net.c tests/unit/testenv.h
@@ -121,7 +157,7 @@ TESTS = $(UNIT_TESTS)
 # golden binding plans (tests/plan/run.sh --update regenerates them) and the
 # architecture's build checks; both read the source tree through DPG_SRCDIR
 TESTS += tests/plan/run.sh tests/unit/check_layering.sh tests/unit/check_cloexec.sh \
-	tests/unit/check_man_synopsis.sh
+	tests/unit/check_man_synopsis.sh tests/unit/check_needed.sh
 AM_TESTS_ENVIRONMENT = DPG_PLAN=$(abs_builddir)/dpg-plan \
 	DPG_SRCDIR=$(abs_top_srcdir) DPG_BUILDDIR=$(abs_builddir); export DPG_PLAN DPG_SRCDIR DPG_BUILDDIR;
 else

@@ -6,13 +6,13 @@
  * requires, and every later call fails at once. */
 #include "nccl_backend.h"
 
-#include "net.h"	/* dpg_now_ms */
-#include "store.h"
+#include "store.h"	/* DPG_STORE_KEY_MAX */
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* nccl.h declares some functions without prototypes ("f()") */
@@ -42,9 +42,19 @@ static bool abort_requested(const struct nccl_impl *m)
 	       (m->ctx_abort != NULL && *m->ctx_abort != 0);
 }
 
+/* dpg_now_ms()'s clock (net.c), which the store's deadlines are on: this
+ * file is built into dpg-cuda.so, apart from libdpg's own functions */
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int64_t deadline_of(double timeout_s)
 {
-	return dpg_now_ms() + (int64_t)(timeout_s * 1000.0);
+	return now_ms() + (int64_t)(timeout_s * 1000.0);
 }
 
 /* Abort the NCCL communicator (once) and remember why. */
@@ -109,7 +119,7 @@ static int wait_comm(struct nccl_impl *m, const char *what, int64_t deadline,
 			dpg_errf(err, "NCCL %s: aborted (dpg_abort was called)", what);
 			return -DPG_ERR_ABORTED;
 		}
-		if (dpg_now_ms() >= deadline) {
+		if (now_ms() >= deadline) {
 			kill_comm(m, "an earlier timeout");
 			dpg_errf(err, "NCCL %s: not done after %.1f s (a rank did not "
 				 "join or is stuck); communicator aborted", what,
@@ -142,7 +152,7 @@ static int wait_stream(struct nccl_impl *m, const char *what, cudaStream_t s,
 			dpg_errf(err, "NCCL %s: aborted (dpg_abort was called)", what);
 			return -DPG_ERR_ABORTED;
 		}
-		if (dpg_now_ms() >= deadline) {
+		if (now_ms() >= deadline) {
 			kill_comm(m, "an earlier timeout");
 			dpg_errf(err, "NCCL %s: not complete after %.1f s (a rank did "
 				 "not join this collective, or died); communicator "
@@ -446,9 +456,9 @@ static int exchange_id(struct dpg_comm *c, const struct dpg_backend_args *a,
 		if (r != ncclSuccess)
 			return dpg_errf(err, "ncclGetUniqueId: %s", ncclGetErrorString(r)),
 			       -DPG_ERR_BACKEND;
-		return dpg_store_set(a->store, key, id, sizeof(*id), deadline, err);
+		return a->store_set(a->store, key, id, sizeof(*id), deadline, err);
 	}
-	rc = dpg_store_get(a->store, key, &v, &len, deadline, err);
+	rc = a->store_get(a->store, key, &v, &len, deadline, err);
 	if (rc != 0)
 		return rc;
 	if (len != sizeof(*id)) {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl_backend.h - the NCCL backend of dpg_comm: a thin mapping onto a
  * nonblocking NCCL communicator whose every wait is bounded by a deadline
- * and an abort flag.  Built only when configure finds NCCL (comm.c and
- * init.c call it under DPG_HAVE_NCCL); this header needs no CUDA header. */
+ * and an abort flag.  Built into the GPU module dpg-cuda.so (lib/cuda) only
+ * when configure finds NCCL; libdpg reaches it through the module's table
+ * (gpumod.h).  This header needs no CUDA header. */
 #ifndef DPG_LIB_NCCL_BACKEND_H
 #define DPG_LIB_NCCL_BACKEND_H
 
@@ -12,7 +13,8 @@
 /* Create c's NCCL communicator (collective over c's ranks) on a->device.
  * The caller set c->rank, c->size, c->name and c->world_ranks.  Rank 0 of
  * c makes the ncclUniqueId and publishes it in a->store under
- * "<a->key_ns>/nccl/<c->name>/id"; the others wait for it (a->store may be
+ * "<a->key_ns>/nccl/<c->name>/id" (a->store_set, a->store_get); the others
+ * wait for it (a->store may be
  * NULL when c->size == 1).  Init runs in nonblocking mode and is polled
  * until done, the deadline (now + a->timeout_s) or *a->abort; failures abort the NCCL communicator.  Collectives enqueue on
  * the caller's stream and wait for it with the same bounds.  Returns 0 or
