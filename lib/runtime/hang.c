@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* hang.c - the hang report: the responder thread that answers for this rank,
+ * the asker that collects every rank's answer after a timeout, and the one
+ * line that sums them up (see hang.h). */
+#include "hang.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "ctx.h"
+#include "net.h"	/* dpg_now_ms */
+#include "store.h"
+
+#define HANG_PARK_MS (24LL * 3600 * 1000)	/* a responder's GET, renewed */
+#define HANG_ANSWER_MAX 256
+
+/* ------------------------------------------------------------ the answer */
+
+/* "<state> <ago_ms> <dur_ms> <seq> <count> <kind> <busid|-> <comm>" on this
+ * rank's own clock: durations only, so that nodes' clocks never meet. */
+static int answer_text(struct dpg_ctx *ctx, char *buf, size_t len)
+{
+	struct dpg_track_view v;
+	int64_t now = dpg_now_ns(), dur = 0;
+
+	dpg_track_read(&ctx->track, &v);
+	if (v.state == DPG_TRACK_DONE || v.state == DPG_TRACK_FAILED)
+		dur = v.end_ns - v.enter_ns;
+	else if (v.state == DPG_TRACK_IN)
+		dur = now - v.enter_ns;
+	return snprintf(buf, len, "%d %" PRId64 " %" PRId64 " %" PRIu64 " %" PRIu64
+			" %s %s %s", (int)v.state,
+			v.state == DPG_TRACK_NONE ? 0 : (now - v.enter_ns) / 1000000,
+			dur / 1000000, v.seq, v.count, v.kind,
+			ctx->j.gpu_busid[0] != '\0' ? ctx->j.gpu_busid : "-",
+			v.comm[0] != '\0' ? v.comm : "-");
+}
+
+static bool answer_parse(const char *s, struct dpg_hang_ans *a)
+{
+	static const char *const kinds[] = { "allreduce", "reduce_scatter", "all_gather",
+					     "broadcast", "barrier" };
+	char kind[32], busid[32], comm[sizeof(a->v.comm)];
+	int st;
+
+	memset(a, 0, sizeof(*a));
+	if (sscanf(s, "%d %" SCNd64 " %" SCNd64 " %" SCNu64 " %" SCNu64 " %31s %31s %63s",
+		   &st, &a->ago_ms, &a->dur_ms, &a->v.seq, &a->v.count, kind, busid,
+		   comm) != 8 || st < DPG_TRACK_NONE || st > DPG_TRACK_FAILED)
+		return false;
+	a->v.state = (enum dpg_track_state)st;
+	a->v.kind = "?";
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(kind, kinds[i]) == 0)
+			a->v.kind = kinds[i];
+	if (strcmp(busid, "-") != 0)
+		snprintf(a->busid, sizeof(a->busid), "%s", busid);
+	snprintf(a->v.comm, sizeof(a->v.comm), "%s", strcmp(comm, "-") ? comm : "");
+	a->ok = true;
+	return true;
+}
+
+/* ------------------------------------------------------------ the responder */
+
+static void respond(struct dpg_ctx *ctx, uint64_t k)
+{
+	struct dpg_err e = { { 0 } };
+	char key[DPG_STORE_KEY_MAX + 1], val[HANG_ANSWER_MAX];
+	int n = answer_text(ctx, val, sizeof(val));
+
+	snprintf(key, sizeof(key), "%s/hang/%" PRIu64 "/%d", ctx->ns, k, ctx->j.rank);
+	(void)dpg_store_set(ctx->hang.store, key, val, (size_t)n,
+			    dpg_now_ms() + DPG_HANG_WAIT_MS, &e);
+}
+
+/* Park on request k; answer it; go on with k + 1 until stopped or the store
+ * is gone. */
+static void *hang_main(void *arg)
+{
+	struct dpg_ctx *ctx = arg;
+	char key[DPG_STORE_KEY_MAX + 1];
+	uint64_t k = 1;
+
+	while (!ctx->hang.stop) {
+		struct dpg_err e = { { 0 } };
+		void *v = NULL;
+		size_t len = 0;
+		int rc;
+
+		snprintf(key, sizeof(key), "%s/hang/req/%" PRIu64, ctx->ns, k);
+		rc = dpg_store_get(ctx->hang.store, key, &v, &len,
+				   dpg_now_ms() + HANG_PARK_MS, &e);
+		free(v);
+		if (rc == 0)
+			respond(ctx, k++);
+		else if (rc != -DPG_ERR_TIMEOUT)
+			break;
+	}
+	return NULL;
+}
+
+int dpg_hang_start(struct dpg_ctx *ctx, struct dpg_store *store, struct dpg_err *e)
+{
+	int rc;
+
+	ctx->hang.store = store;
+	ctx->hang.stop = 0;
+	rc = pthread_create(&ctx->hang.thread, NULL, hang_main, ctx);
+	if (rc != 0)
+		return dpg_errs(e, DPG_ERR_SYSTEM, "cannot start the hang responder "
+				"thread: %s", strerror(rc));
+	ctx->hang.running = true;
+	return 0;
+}
+
+void dpg_hang_stop(struct dpg_ctx *ctx)
+{
+	if (ctx->hang.running) {
+		ctx->hang.stop = 1;
+		pthread_join(ctx->hang.thread, NULL);
+		ctx->hang.running = false;
+	}
+	dpg_store_close(ctx->hang.store);
+	ctx->hang.store = NULL;
+}
+
+/* ------------------------------------------------------------ the asker */
+
+/* Post request k (a fresh number) and read every rank's answer until the
+ * deadline; a[r].ok says who answered. */
+static void ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t deadline)
+{
+	struct dpg_err e = { { 0 } };
+	char key[DPG_STORE_KEY_MAX + 1];
+	int64_t k = 0;
+
+	snprintf(key, sizeof(key), "%s/hang/n", ctx->ns);
+	if (dpg_store_add(ctx->store, key, 1, &k, deadline, &e) != 0)
+		return;
+	snprintf(key, sizeof(key), "%s/hang/req/%" PRId64, ctx->ns, k);
+	if (dpg_store_set(ctx->store, key, "1", 1, deadline, &e) != 0)
+		return;
+	for (int r = 0; r < n; r++) {
+		char *v = NULL, txt[HANG_ANSWER_MAX];
+		size_t len = 0;
+
+		snprintf(key, sizeof(key), "%s/hang/%" PRId64 "/%d", ctx->ns, k, r);
+		if (dpg_store_get(ctx->store, key, (void **)&v, &len, deadline, &e) == 0 &&
+		    len < sizeof(txt)) {
+			memcpy(txt, v, len);
+			txt[len] = '\0';
+			answer_parse(txt, &a[r]);
+		}
+		free(v);
+	}
+}
+
+void dpg_hang_report(struct dpg_ctx *ctx, const char *comm, char *out, size_t len)
+{
+	int n = ctx->j.world_size;
+	int64_t wait = ctx->timeout_ms < DPG_HANG_WAIT_MS ? ctx->timeout_ms : DPG_HANG_WAIT_MS;
+	struct dpg_hang_ans *a;
+	const char **nodes;
+
+	out[0] = '\0';
+	if (n <= 1 || ctx->store == NULL || ctx->ranks == NULL || !ctx->hang.running)
+		return;
+	a = calloc((size_t)n, sizeof(*a));
+	nodes = calloc((size_t)n, sizeof(*nodes));
+	if (a != NULL && nodes != NULL) {
+		ask(ctx, a, n, dpg_now_ms() + wait);
+		for (int r = 0; r < n; r++) {
+			nodes[r] = ctx->ranks[r].node;
+			/* the lines about the call that timed out name it once */
+			if (a[r].ok && strcmp(a[r].v.comm, comm) == 0 &&
+			    a[r].v.state != DPG_TRACK_IN && a[r].v.state != DPG_TRACK_FAILED)
+				a[r].v.comm[0] = '\0';
+		}
+		dpg_hang_format(a, n, nodes, (double)wait / 1000.0, out, len);
+	}
+	free(a);
+	free(nodes);
+}
