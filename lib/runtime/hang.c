@@ -17,6 +17,8 @@
 
 #define HANG_PARK_MS (24LL * 3600 * 1000)	/* a responder's GET, renewed */
 #define HANG_ANSWER_MAX 256
+#define HANG_LATE_MS 50
+#define HANG_LATE_TOTAL_MS 1000
 
 /* ------------------------------------------------------------ the answer */
 
@@ -130,13 +132,33 @@ void dpg_hang_stop(struct dpg_ctx *ctx)
 
 /* ------------------------------------------------------------ the asker */
 
+/* Read rank r's answer to request k, waiting until deadline. */
+static void read_answer(struct dpg_ctx *ctx, int64_t k, int r, struct dpg_hang_ans *a,
+			int64_t deadline)
+{
+	struct dpg_err e = { { 0 } };
+	char key[DPG_STORE_KEY_MAX + 1], *v = NULL, txt[HANG_ANSWER_MAX];
+	size_t len = 0;
+
+	snprintf(key, sizeof(key), "%s/hang/%" PRId64 "/%d", ctx->ns, k, r);
+	if (dpg_store_get(ctx->store, key, (void **)&v, &len, deadline, &e) == 0 &&
+	    len < sizeof(txt)) {
+		memcpy(txt, v, len);
+		txt[len] = '\0';
+		answer_parse(txt, &a[r]);
+	}
+	free(v);
+}
+
 /* Post request k (a fresh number) and read every rank's answer until the
- * deadline; a[r].ok says who answered. */
+ * deadline; those not read by then (one silent rank spends the deadline for
+ * the ranks after it) get HANG_LATE_MS each, HANG_LATE_TOTAL_MS in all.
+ * a[r].ok says who answered. */
 static void ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t deadline)
 {
 	struct dpg_err e = { { 0 } };
 	char key[DPG_STORE_KEY_MAX + 1];
-	int64_t k = 0;
+	int64_t k = 0, late_end;
 
 	snprintf(key, sizeof(key), "%s/hang/n", ctx->ns);
 	if (dpg_store_add(ctx->store, key, 1, &k, deadline, &e) != 0)
@@ -144,18 +166,14 @@ static void ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t dead
 	snprintf(key, sizeof(key), "%s/hang/req/%" PRId64, ctx->ns, k);
 	if (dpg_store_set(ctx->store, key, "1", 1, deadline, &e) != 0)
 		return;
+	for (int r = 0; r < n && dpg_now_ms() < deadline; r++)
+		read_answer(ctx, k, r, a, deadline);
+	late_end = dpg_now_ms() + HANG_LATE_TOTAL_MS;
 	for (int r = 0; r < n; r++) {
-		char *v = NULL, txt[HANG_ANSWER_MAX];
-		size_t len = 0;
+		int64_t now = dpg_now_ms();
 
-		snprintf(key, sizeof(key), "%s/hang/%" PRId64 "/%d", ctx->ns, k, r);
-		if (dpg_store_get(ctx->store, key, (void **)&v, &len, deadline, &e) == 0 &&
-		    len < sizeof(txt)) {
-			memcpy(txt, v, len);
-			txt[len] = '\0';
-			answer_parse(txt, &a[r]);
-		}
-		free(v);
+		if (!a[r].ok && now < late_end)
+			read_answer(ctx, k, r, a, now + HANG_LATE_MS);
 	}
 }
 
