@@ -51,7 +51,7 @@ CFLAGS="-std=gnu11 -D_GNU_SOURCE -O3 -g -I$top/include -I$L/common -I$L/runtime 
 if ! $CC $CFLAGS -o "$out/coll_bench" "$top/bench/coll_bench.c" \
 	"$L/runtime/cpu/cpu_backend.c" "$L/runtime/cpu/ring.c" "$L/runtime/cpu/shm.c" \
 	"$L/runtime/cpu/shm_seg.c" "$L/runtime/cpu/shm_direct.c" "$L/runtime/cpu/hello.c" "$L/runtime/cpu/hops.c" \
-	"$L/runtime/cpu/stamp.c" "$L/runtime/cpu/reduce.c" "$L"/runtime/store_*.c "$L/runtime/digest.c" \
+	"$L/runtime/cpu/stamp.c" "$L/runtime/track.c" "$L/runtime/cpu/reduce.c" "$L"/runtime/store_*.c "$L/runtime/digest.c" \
 	"$L/runtime/net.c" "$L/common/err.c" "$L/common/parse.c" -lcrypto -lm -lpthread -lrt \
 	> "$out/build.log" 2>&1 ||
    ! $MPICC -O2 -o "$out/coll_mpi" "$top/bench/coll_mpi.c" -lm >> "$out/build.log" 2>&1; then
