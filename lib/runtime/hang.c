@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "ctx.h"
@@ -77,6 +78,7 @@ static void respond(struct dpg_ctx *ctx, uint64_t k)
 	snprintf(key, sizeof(key), "%s/hang/%" PRIu64 "/%d", ctx->ns, k, ctx->j.rank);
 	(void)dpg_store_set(ctx->hang.store, key, val, (size_t)n,
 			    dpg_now_ms() + DPG_HANG_WAIT_MS, &e);
+	atomic_store(&ctx->hang.last_ms, dpg_now_ms());
 }
 
 /* Park on request k; answer it; go on with k + 1 until stopped or the store
@@ -119,8 +121,26 @@ int dpg_hang_start(struct dpg_ctx *ctx, struct dpg_store *store, struct dpg_err 
 	return 0;
 }
 
+/* Answer the peers' reports a while longer (see hang.h). */
+static void linger(struct dpg_hang *h)
+{
+	int64_t start = dpg_now_ms();
+
+	for (;;) {
+		int64_t now = dpg_now_ms(), last = atomic_load(&h->last_ms);
+
+		if (last < h->asked_ms)
+			last = h->asked_ms;
+		if (now - last >= DPG_HANG_WAIT_MS || now - start >= 2 * DPG_HANG_WAIT_MS)
+			return;
+		nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
+	}
+}
+
 void dpg_hang_stop(struct dpg_ctx *ctx)
 {
+	if (ctx->hang.running && ctx->hang.asked_ms > 0)
+		linger(&ctx->hang);
 	if (ctx->hang.running) {
 		ctx->hang.stop = 1;
 		pthread_join(ctx->hang.thread, NULL);
@@ -153,21 +173,30 @@ static void read_answer(struct dpg_ctx *ctx, int64_t k, int r, struct dpg_hang_a
 /* Post request k (a fresh number) and read every rank's answer until the
  * deadline; those not read by then (one silent rank spends the deadline for
  * the ranks after it) get HANG_LATE_MS each, HANG_LATE_TOTAL_MS in all.
- * a[r].ok says who answered. */
-static void ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t deadline)
+ * a[r].ok says who answered.  -1 (e set) when the request could not be
+ * posted. */
+static int ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t deadline,
+	       struct dpg_err *e)
 {
-	struct dpg_err e = { { 0 } };
 	char key[DPG_STORE_KEY_MAX + 1];
 	int64_t k = 0, late_end;
 
+	ctx->hang.asked_ms = dpg_now_ms();
 	snprintf(key, sizeof(key), "%s/hang/n", ctx->ns);
-	if (dpg_store_add(ctx->store, key, 1, &k, deadline, &e) != 0)
-		return;
+	if (dpg_store_add(ctx->store, key, 1, &k, deadline, e) != 0)
+		return -1;
 	snprintf(key, sizeof(key), "%s/hang/req/%" PRId64, ctx->ns, k);
-	if (dpg_store_set(ctx->store, key, "1", 1, deadline, &e) != 0)
-		return;
+	if (dpg_store_set(ctx->store, key, "1", 1, deadline, e) != 0)
+		return -1;
+	{
+		char mine[HANG_ANSWER_MAX];	/* this rank needs no round trip */
+
+		answer_text(ctx, mine, sizeof(mine));
+		answer_parse(mine, &a[ctx->j.rank]);
+	}
 	for (int r = 0; r < n && dpg_now_ms() < deadline; r++)
-		read_answer(ctx, k, r, a, deadline);
+		if (!a[r].ok)
+			read_answer(ctx, k, r, a, deadline);
 	late_end = dpg_now_ms() + HANG_LATE_TOTAL_MS;
 	for (int r = 0; r < n; r++) {
 		int64_t now = dpg_now_ms();
@@ -175,12 +204,28 @@ static void ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t dead
 		if (!a[r].ok && now < late_end)
 			read_answer(ctx, k, r, a, now + HANG_LATE_MS);
 	}
+	return 0;
+}
+
+/* The line from the answers: the node names, the call that timed out named
+ * once. */
+static void summarize(struct dpg_ctx *ctx, const char *comm, struct dpg_hang_ans *a,
+		      int n, const char **nodes, int64_t wait, char *out, size_t len)
+{
+	for (int r = 0; r < n; r++) {
+		nodes[r] = ctx->ranks[r].node;
+		if (a[r].ok && strcmp(a[r].v.comm, comm) == 0 &&
+		    a[r].v.state != DPG_TRACK_IN && a[r].v.state != DPG_TRACK_FAILED)
+			a[r].v.comm[0] = '\0';
+	}
+	dpg_hang_format(a, n, nodes, (double)wait / 1000.0, out, len);
 }
 
 void dpg_hang_report(struct dpg_ctx *ctx, const char *comm, char *out, size_t len)
 {
 	int n = ctx->j.world_size;
 	int64_t wait = ctx->timeout_ms < DPG_HANG_WAIT_MS ? ctx->timeout_ms : DPG_HANG_WAIT_MS;
+	struct dpg_err e = { { 0 } };
 	struct dpg_hang_ans *a;
 	const char **nodes;
 
@@ -189,17 +234,12 @@ void dpg_hang_report(struct dpg_ctx *ctx, const char *comm, char *out, size_t le
 		return;
 	a = calloc((size_t)n, sizeof(*a));
 	nodes = calloc((size_t)n, sizeof(*nodes));
-	if (a != NULL && nodes != NULL) {
-		ask(ctx, a, n, dpg_now_ms() + wait);
-		for (int r = 0; r < n; r++) {
-			nodes[r] = ctx->ranks[r].node;
-			/* the lines about the call that timed out name it once */
-			if (a[r].ok && strcmp(a[r].v.comm, comm) == 0 &&
-			    a[r].v.state != DPG_TRACK_IN && a[r].v.state != DPG_TRACK_FAILED)
-				a[r].v.comm[0] = '\0';
-		}
-		dpg_hang_format(a, n, nodes, (double)wait / 1000.0, out, len);
-	}
+	if (a == NULL || nodes == NULL)
+		snprintf(out, len, "(no hang report: out of memory)");
+	else if (ask(ctx, a, n, dpg_now_ms() + wait, &e) != 0)
+		snprintf(out, len, "(no hang report: %s)", e.msg);
+	else
+		summarize(ctx, comm, a, n, nodes, wait, out, len);
 	free(a);
 	free(nodes);
 }

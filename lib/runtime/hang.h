@@ -15,6 +15,7 @@
 #define DPG_LIB_HANG_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +35,8 @@ struct dpg_hang {
 	volatile int stop;		/* raised by dpg_hang_stop */
 	pthread_t thread;
 	bool running;
+	_Atomic int64_t last_ms;	/* when it last answered (dpg_now_ms) */
+	int64_t asked_ms;		/* when this rank last asked, 0: never */
 };
 
 /* One rank's answer, as the asker parsed it. */
@@ -49,7 +52,10 @@ struct dpg_hang_ans {
  * status with e set. */
 int dpg_hang_start(struct dpg_ctx *ctx, struct dpg_store *store, struct dpg_err *e);
 
-/* Stop and join the responder, close its connection (idempotent). */
+/* Stop and join the responder, close its connection (idempotent).  A rank
+ * that asked for a report (its peers timed out too, and ask in turn) first
+ * goes on answering until nobody asked for DPG_HANG_WAIT_MS, at most
+ * 2 x DPG_HANG_WAIT_MS, so that the peers' reports still hear from it. */
 void dpg_hang_stop(struct dpg_ctx *ctx);
 
 /* Ask every rank and write the summary into out (bounded: returns within
