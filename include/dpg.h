@@ -24,7 +24,10 @@
  *    thread at a time (collectives on one communicator must be issued in the
  *    same order on every rank, as with MPI and NCCL); dpg_abort() may be
  *    called from any thread at any time; dpg_version() and dpg_strerror()
- *    are always safe.
+ *    are always safe.  A context of more than one process runs one thread
+ *    of its own (the hang report's responder, parked on the store until a
+ *    collective times out somewhere), stopped by dpg_finalize; a process
+ *    forked after dpg_init has no such thread (nor a usable context).
  *  - Matching collectives (CPU backend): every collective carries a stamp
  *    of what it is (its number on the communicator, kind, count, dtype, op,
  *    root), sent with its first data, and the ranks compare stamps before

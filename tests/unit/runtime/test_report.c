@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,7 +69,7 @@ static void steps(dpg_ctx_t *ctx, int rank, int n)
 	}
 }
 
-/* Rank 0's stderr while fn runs, in buf. */
+/* STEPS steps, with this rank's stderr meanwhile in buf. */
 static void capture_stderr(dpg_ctx_t *ctx, int rank, char *buf, size_t len)
 {
 	char path[] = "/tmp/dpg-report-XXXXXX";
