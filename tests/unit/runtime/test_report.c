@@ -136,6 +136,34 @@ static void test_straggler(void **state)
 	}
 }
 
+/* A DPG_REPORT that is not a number of steps stops dpg_init, named. */
+static void env_bad_report(int rank, const struct job *j)
+{
+	(void)rank;
+	(void)j;
+	setenv("DPG_REPORT", "ten", 1);
+}
+
+static void body_bad_report(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	dpg_status_t st = dpg_init(NULL, &ctx);
+
+	(void)rank;
+	(void)j;
+	CHK(st == DPG_ERR_ENV, "got %s: %s", dpg_strerror(st), dpg_last_error(ctx));
+	CHK(strstr(dpg_last_error(ctx), "DPG_REPORT=ten") != NULL, "%s", dpg_last_error(ctx));
+	dpg_finalize(&ctx);
+}
+
+static void test_bad_report_env(void **state)
+{
+	struct job j = { .n = 2, .body = body_bad_report, .env = env_bad_report };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
 /* ------------------------------------------------ hangs */
 
 enum stuck { STUCK_STOPPED, STUCK_ASLEEP };
@@ -296,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_straggler),
+		cmocka_unit_test(test_bad_report_env),
 		cmocka_unit_test(test_hang),
 	};
 
