@@ -24,7 +24,9 @@
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-d f32|bf16] [-P]
+ *          [-s SLOT_BYTES] [-d f32|bf16] [-P] [-T]
+ *   -T: keep the record of each call as the public API does (track.h: the
+ *   clock reads and the seqlock of coll.c's coll_run), to measure its cost
  *   OPS: comma list of allreduce,reduce_scatter,allgather,bcast
  * Output: a human table, plus one machine-readable line per size:
  *   CSV,label,op,n,bytes,iters,t_med_us,t_min_us,t_max_us,algbw,busbw,busbw_lo,busbw_hi,ok
@@ -49,6 +51,7 @@
 #include "net.h"
 #include "reduce.h"
 #include "store.h"
+#include "track.h"
 
 enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BCAST, OP_N };
 static const char *const op_names[OP_N] = { "allreduce", "reduce_scatter", "allgather",
@@ -91,6 +94,8 @@ static void die(int rank, const char *what, const struct dpg_err *err)
 }
 
 static dpg_dtype_t g_dt = DPG_F32;	/* the element type of this run */
+static bool g_track;			/* -T */
+static struct dpg_track g_trk;
 
 /* Element i of a buffer of g_dt, as float (the values used are exact). */
 static float getv(const void *b, size_t i)
@@ -107,7 +112,7 @@ static void setv(void *b, size_t i, float v)
 }
 
 /* One call of op; count = elements of the op's "bytes" (see the header). */
-static int run_op(struct dpg_comm *c, int op, size_t count, void *s, void *r,
+static int run_op_raw(struct dpg_comm *c, int op, size_t count, void *s, void *r,
 		  struct dpg_err *err)
 {
 	size_t n = (size_t)c->size;
@@ -122,6 +127,24 @@ static int run_op(struct dpg_comm *c, int op, size_t count, void *s, void *r,
 	default:
 		return c->ops->broadcast(c, s, count, g_dt, 0, NULL, err);
 	}
+}
+
+static const char *const track_kinds[OP_N] = { "allreduce", "reduce_scatter",
+					       "all_gather", "broadcast" };
+
+/* run_op_raw, with -T inside the record coll.c keeps of every public call. */
+static int run_op(struct dpg_comm *c, int op, size_t count, void *s, void *r,
+		  struct dpg_err *err)
+{
+	int64_t t0;
+	int rc;
+
+	if (!g_track)
+		return run_op_raw(c, op, count, s, r, err);
+	t0 = dpg_track_enter(&g_trk, c->name, track_kinds[op], c->seq, count);
+	rc = run_op_raw(c, op, count, s, r, err);
+	dpg_track_leave(&g_trk, t0, rc);
+	return rc;
 }
 
 static void fill(const struct dpg_comm *c, int op, size_t count, void *s)
@@ -328,7 +351,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
-		"[-l LABEL] [-s SLOT_BYTES] [-d f32|bf16] [-P]\n");
+		"[-l LABEL] [-s SLOT_BYTES] [-d f32|bf16] [-P] [-T]\n");
 	exit(2);
 }
 
@@ -349,6 +372,11 @@ int main(int argc, char **argv)
 
 		if (strcmp(a, "-P") == 0) {
 			o.pin = false;
+			continue;
+		}
+		if (strcmp(a, "-T") == 0) {
+			g_track = true;
+			dpg_track_init(&g_trk);
 			continue;
 		}
 		if (v == NULL)

@@ -17,6 +17,9 @@
  * and dataset size that the data order depends on; --resume continues the
  * same loss curve at any world size.
  *
+ * Straggler report: DPG_REPORT=N in the environment makes rank 0 print, every
+ * N steps, the rank the others waited for (dpg_step_mark marks each step).
+ *
  * Exit status: 0 done, 1 runtime error (the message names the rank), 2 bad
  * command line or a configuration the runtime refuses.
  */
@@ -498,12 +501,18 @@ static int run(struct trainer *t)
 	p.t_log = p.t0;
 	for (long s = t->first_step; s < end; s++) {
 		dpg_step_stats_t stats;
+		dpg_status_t st;
 		double local = 0.0, loss = 0.0;
 		long done = s + 1;
 		int last = done == end;
 
 		if (train_step(t, s, &local, &stats) != 0)
 			return 1;
+		/* the end of a step: with DPG_REPORT=N, rank 0 prints every N
+		 * steps the rank the others waited for (libdpg(3), "Straggler
+		 * report") */
+		if ((st = dpg_step_mark(t->ctx)) != DPG_OK)
+			return fail(t, st);
 		p.n_log++;
 		p.trained++;
 		if (done % c->log_every == 0 || last || done == 1) {	/* the starting loss too */

@@ -24,7 +24,10 @@
  *    thread at a time (collectives on one communicator must be issued in the
  *    same order on every rank, as with MPI and NCCL); dpg_abort() may be
  *    called from any thread at any time; dpg_version() and dpg_strerror()
- *    are always safe.
+ *    are always safe.  A context of more than one process runs one thread
+ *    of its own (the hang report's responder, parked on the store until a
+ *    collective times out somewhere), stopped by dpg_finalize; a process
+ *    forked after dpg_init has no such thread (nor a usable context).
  *  - Matching collectives (CPU backend): every collective carries a stamp
  *    of what it is (its number on the communicator, kind, count, dtype, op,
  *    root), sent with its first data, and the ranks compare stamps before
@@ -234,6 +237,35 @@ dpg_status_t dpg_mesh_create(dpg_ctx_t *ctx, int ndims, const int *sizes,
 dpg_comm_t *dpg_mesh_comm(dpg_mesh_t *mesh, int dim);
 int dpg_mesh_coord(const dpg_mesh_t *mesh, int dim);
 dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh);
+
+/* Straggler report.  libdpg times every collective on this rank (its entry
+ * to its return; two clock reads).  A rank that arrives late spends the
+ * least time inside collectives, the ones waiting for it the most, so over
+ * a window the rank with the least time inside is the one the others
+ * waited for, and their wait is how much more time they spent inside than
+ * it (durations only: the nodes' clocks are never compared).
+ * dpg_step_mark(ctx) marks the end of a training step; with DPG_REPORT=N in
+ * the environment (or dpg_report_every(ctx, N)) every N-th mark reports the
+ * window of the last N steps, rank 0 printing one line to stderr:
+ *   "dpg report: steps 11-20: slowest rank 3 (n2, GPU 0000:43:00.0): the
+ *   others waited 12.3 ms per step for it, 41% of a 30.0 ms step"
+ * (the device is the PCI bus id from DPG_GPUS, when the task has a GPU).
+ * Reporting is collective on the world (an exchange of 64 bytes per rank
+ * that is itself not counted): every rank must mark its steps alike and use
+ * the same N.  dpg_straggler_report(ctx, buf, len) reports the window since
+ * the last report now, on every rank (collective), into buf (NULL, 0: only
+ * dpg_straggler_report's own record).  Collectives of every communicator of
+ * ctx count, dpg_zero's prefetch thread's not.  On DPG_BACKEND_NCCL a call
+ * returns once enqueued: the report shows host-side waits only.
+ * Hang report: when a collective times out, its error (dpg_last_error) goes
+ * on with what every rank was doing, asked through the store with a 2 s
+ * deadline (see "Hangs" in libdpg(3)), e.g. "; the ranks: allreduce #812 on
+ * w: ranks 0-2,4-5 waiting since 40.1 s; rank 3 (n2, GPU 0000:43:00.0) last
+ * entered allreduce #811, 41.0 s ago" or "rank 3 (n2): no answer in 2.0 s
+ * (stopped, or gone)". */
+dpg_status_t dpg_step_mark(dpg_ctx_t *ctx);
+dpg_status_t dpg_report_every(dpg_ctx_t *ctx, unsigned steps);
+dpg_status_t dpg_straggler_report(dpg_ctx_t *ctx, char *buf, size_t len);
 
 /* The last error of ctx as one line: the failure of the last call that
  * reached ctx (any call on it, its communicators, meshes or ZeRO state), ""

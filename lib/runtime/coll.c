@@ -103,19 +103,37 @@ static int coll_dispatch(dpg_comm_t *c, const struct coll_call *a,
 			(int)a->kind);
 }
 
-/* Run a checked call: its sequence number, the backend, the failure. */
+/* A timeout's message goes on with what every rank was doing (hang.h). */
+static dpg_status_t coll_hang(dpg_comm_t *c, dpg_status_t st)
+{
+	struct dpg_ctx *ctx = c->ctx;
+	char line[DPG_HANG_LINE_MAX];
+	size_t used = strlen(ctx->err);
+
+	dpg_hang_report(ctx, c->name, line, sizeof(line));
+	if (line[0] != '\0' && used < sizeof(ctx->err))
+		snprintf(ctx->err + used, sizeof(ctx->err) - used, "; the ranks: %s", line);
+	return st;
+}
+
+/* Run a checked call: its sequence number, the record of it (track.h), the
+ * backend, the failure. */
 static dpg_status_t coll_run(dpg_comm_t *c, const struct coll_call *a)
 {
 	struct dpg_err e = { { 0 } };
 	uint64_t seq = c->seq;
+	int64_t t0 = dpg_track_enter(&c->ctx->track, c->name, a->name, seq, a->count);
 	int rc = coll_dispatch(c, a, &e);
+	dpg_status_t st;
 
+	dpg_track_leave(&c->ctx->track, t0, rc);
 	c->seq++;
 	if (rc == 0)
 		return DPG_OK;
 	if (dpg_status_of(rc) != DPG_ERR_INVALID)
 		c->ctx->failed = true;
-	return dpg_comm_fail(c, rc, a->name, (int64_t)seq, &e);
+	st = dpg_comm_fail(c, rc, a->name, (int64_t)seq, &e);
+	return st == DPG_ERR_TIMEOUT ? coll_hang(c, st) : st;
 }
 
 /* A call that failed its argument checks still takes its sequence number:

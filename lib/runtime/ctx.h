@@ -11,10 +11,13 @@
 
 #include "backend.h"
 #include "gpumod.h"
+#include "hang.h"
 #include "join.h"
 #include "runtime.h"
+#include "track.h"
 
-#define DPG_CTX_ERR_MAX (DPG_ERR_MSG_MAX + 256)
+/* room for a message, its prefix and a hang report (hang.h) */
+#define DPG_CTX_ERR_MAX (DPG_ERR_MSG_MAX + 256 + DPG_HANG_LINE_MAX)
 #define DPG_ADDR_STR_MAX 64
 
 struct rt_comm;
@@ -48,6 +51,8 @@ struct dpg_ctx {
 	struct dpg_rank_info *ranks;	/* world_size entries (NULL: one rank) */
 	dpg_mesh_t **meshes;		/* alive meshes, for dpg_finalize */
 	size_t nmesh, mesh_cap;
+	struct dpg_track track;		/* the current or last collective */
+	struct dpg_hang hang;		/* its responder (multi-process) */
 	char err[DPG_CTX_ERR_MAX];
 };
 

@@ -6,6 +6,7 @@
 #include "ctx.h"
 #include "net.h"	/* dpg_now_ms */
 #include "netif.h"	/* dpg_route_addr */
+#include "report.h"
 #include "store.h"
 #include "store_wire.h"	/* DPG_WIRE_MAGIC: is it a dpg store? */
 #include "xchg.h"
@@ -274,6 +275,17 @@ static int connect_failed(struct dpg_ctx *ctx, int rc, struct dpg_err *e)
 	return rc;
 }
 
+/* The hang report's responder (hang.h), on a store connection of its own. */
+static int start_responder(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
+			   int64_t deadline, struct dpg_err *e)
+{
+	struct dpg_store *s = NULL;
+	int rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret, slen,
+				   deadline, &ctx->hang.stop, &s, e);
+
+	return rc != 0 ? rc : dpg_hang_start(ctx, s, e);
+}
+
 static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 {
 	uint8_t secret[DPG_STORE_SECRET_MAX];
@@ -289,6 +301,8 @@ static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 	if (rc == 0)
 		rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
 				       slen, deadline, &ctx->abort_flag, &ctx->store, e);
+	if (rc == 0)
+		rc = start_responder(ctx, secret, slen, deadline, e);
 	explicit_bzero(secret, sizeof(secret));
 	return rc == 0 ? 0 : connect_failed(ctx, rc, e);
 }
@@ -645,6 +659,7 @@ static struct dpg_ctx *ctx_new(void)
 	ctx->backend = DPG_BACKEND_CPU;
 	snprintf(ctx->who, sizeof(ctx->who), "dpg");
 	snprintf(ctx->ns, sizeof(ctx->ns), "dpg");
+	dpg_track_init(&ctx->track);
 	return ctx;
 }
 
@@ -680,6 +695,8 @@ dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out)
 	if (ctx == NULL)
 		return DPG_ERR_NOMEM;
 	rc = resolve(ctx, opts, &e);
+	if (rc == 0)
+		rc = dpg_report_env(ctx, &e);
 	if (rc != 0) {
 		dpg_ctx_seterr(ctx, "dpg_init on %s: %s", ctx->node, e.msg);
 		return dpg_status_of(rc);
@@ -800,6 +817,7 @@ dpg_status_t (dpg_finalize)(dpg_ctx_t *ctx)
 
 	if (ctx == NULL)
 		return DPG_OK;
+	dpg_hang_stop(ctx);
 	dpg_comm_destroy_all_but_world(ctx);
 	st = dpg_ctx_fail(ctx, leave(ctx, &e), "dpg_finalize", &e);
 	dpg_store_close(ctx->store);

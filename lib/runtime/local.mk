@@ -15,7 +15,9 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/join.c lib/runtime/join.h \
 	lib/runtime/xchg.c lib/runtime/xchg.h \
 	lib/runtime/ctx.c lib/runtime/ctx.h lib/runtime/runtime.h \
-	lib/runtime/coll.c \
+	lib/runtime/coll.c lib/runtime/track.c lib/runtime/track.h \
+	lib/runtime/hang.c lib/runtime/hang_fmt.c lib/runtime/hang.h \
+	lib/runtime/report.c lib/runtime/report.h \
 	lib/runtime/comm.c lib/runtime/mesh.c \
 	lib/runtime/init.c \
 	lib/runtime/gpumod.c lib/runtime/gpumod.h \
