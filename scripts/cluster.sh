@@ -41,7 +41,7 @@ start)
 		"$top/tests/e2e/minicluster.sh" >"$top/build/cluster-start.log" 2>&1 ||
 		{ cat "$top/build/cluster-start.log" >&2; say "the cluster did not start"; exit 1; }
 	say "up. In your shell:  . $lab/env.sh   then e.g.  srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --dpg-verbose build/demo/examples/train"
-	say "stop it with:       scripts/cluster.sh stop"
+	say "stop it with:       $([ "$lab" = /tmp/dpg-lab ] || echo "DPG_LAB=$lab ")scripts/cluster.sh stop"
 	;;
 stop)
 	[ -d "$lab" ] || { say "nothing to stop in $lab"; exit 0; }
