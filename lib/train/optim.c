@@ -154,13 +154,18 @@ DPG_OPT_VARIANT(default, , sqrt_tile)
 DPG_OPT_VARIANT(v3, __attribute__((target("arch=x86-64-v3"))), sqrt_tile_avx)
 DPG_OPT_VARIANT(v4, __attribute__((target("arch=x86-64-v4"))), sqrt_tile_avx512)
 
-static int cpu_v4(void)
+/* The checks run inside ifunc resolvers, which the dynamic loader calls
+ * while it relocates, before any sanitizer runtime has mapped its shadow
+ * memory: they must not be instrumented (ASan/UBSan builds crash otherwise). */
+#define DPG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+DPG_NO_SANITIZE static int cpu_v4(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("x86-64-v4");
 }
 
-static int cpu_v3(void)
+DPG_NO_SANITIZE static int cpu_v3(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("x86-64-v3");
@@ -205,12 +210,12 @@ const char *dpg_optim_variant_name(void)
 #ifdef DPG_OPT_X86_VARIANTS
 /* ifunc resolvers: run once, by the dynamic loader, maybe before this
  * object's other relocations: they read no table, only the CPU */
-static dpg_adamw_fn *resolve_adamw(void)
+DPG_NO_SANITIZE static dpg_adamw_fn *resolve_adamw(void)
 {
 	return cpu_v4() ? adamw_v4 : cpu_v3() ? adamw_v3 : adamw_default;
 }
 
-static dpg_sgd_fn *resolve_sgd(void)
+DPG_NO_SANITIZE static dpg_sgd_fn *resolve_sgd(void)
 {
 	return cpu_v4() ? sgd_v4 : cpu_v3() ? sgd_v3 : sgd_default;
 }
