@@ -103,7 +103,7 @@ check_sync() {
 	local n=$1 got nodes
 	got=$(grep -c "^rank [0-9]*/$n .*weights in sync: True$" "$OUT")
 	[ "$got" = "$n" ] || fail "want $n 'rank r/$n ... weights in sync: True' lines, got $got" || return 1
-	nodes=$(grep -o "^rank [0-9]*/$n .* on n[0-9]*" "$OUT" | awk '{print $NF}' | sort -u | wc -l)
+	nodes=$(grep -o "^rank [0-9]*/$n .*on n[0-9]*" "$OUT" | awk '{print $NF}' | sort -u | wc -l)
 	[ "$nodes" = 2 ] || fail "the ranks ran on $nodes nodes, want 2 (-N2 must beat #SBATCH)"
 }
 
