@@ -35,25 +35,7 @@ trap 'rm -rf "$tmp" "$DIR"' EXIT
 drop=""
 [ "$(id -u)" = 0 ] && drop=--drop-caches
 
-port=$((29000 + $$ % 2000))
-# run_world W CMD...: W ranks of CMD on loopback; rank 0's output on stdout
-run_world() {
-	w=$1; shift
-	port=$((port + 1))
-	pids=""
-	r=0
-	while [ $r -lt "$w" ]; do
-		RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r LOCAL_WORLD_SIZE=$w MASTER_ADDR=127.0.0.1 \
-		MASTER_PORT=$port DPG_SECRET=$(printf '%064d' 42) DPG_BACKEND=cpu DPG_TIMEOUT=300 \
-		"$@" > "$tmp/out.$r" 2> "$tmp/err.$r" &
-		pids="$pids $!"
-		r=$((r + 1))
-	done
-	rc=0
-	for p in $pids; do wait "$p" || rc=1; done
-	[ $rc = 0 ] || { cat "$tmp"/err.* >&2; return 1; }
-	cat "$tmp/out.0"
-}
+BENCH_TIMEOUT=300
 
 {
 	echo "# Checkpoints: dpg_zero_save/_load vs raw write+fsync/read of the same bytes"
@@ -76,7 +58,7 @@ run_world() {
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 } > "$tmp/md"
 for w in $WORLDS; do
-	line=$(run_world "$w" "$bin" $drop --numel "$NUMEL" --reps "$REPS" --dir "$DIR/w$w")
+	line=$(bench_run_world "$w" "$bin" $drop --numel "$NUMEL" --reps "$REPS" --dir "$DIR/w$w")
 	echo "$line"
 	echo "$line" | awk '{
 		for (i = 1; i < NF; i++) v[$i] = $(i + 1)

@@ -46,3 +46,27 @@ bench_host() {
 bench_skip() {
 	echo "skip: $1: $2"
 }
+
+# bench_run_world W CMD...: W ranks of CMD on loopback (CPU backend, a fixed
+# test secret, DPG_TIMEOUT=${BENCH_TIMEOUT:-120}), each on the next port from
+# $bench_port; rank 0's output on stdout, every rank's stderr on failure.
+# Needs $tmp (a scratch directory).
+bench_port=$((29000 + $$ % 2000))
+bench_run_world() {
+	w=$1; shift
+	bench_port=$((bench_port + 1))
+	pids=""
+	r=0
+	while [ $r -lt "$w" ]; do
+		RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r LOCAL_WORLD_SIZE=$w MASTER_ADDR=127.0.0.1 \
+		MASTER_PORT=$bench_port DPG_SECRET=$(printf '%064d' 42) DPG_BACKEND=cpu \
+		DPG_TIMEOUT=${BENCH_TIMEOUT:-120} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} \
+		"$@" > "$tmp/out.$r" 2> "$tmp/err.$r" &
+		pids="$pids $!"
+		r=$((r + 1))
+	done
+	rc=0
+	for p in $pids; do wait "$p" || rc=1; done
+	[ $rc = 0 ] || { cat "$tmp"/err.* >&2; return 1; }
+	cat "$tmp/out.0"
+}

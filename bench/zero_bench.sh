@@ -42,25 +42,6 @@ have_torch=0
 "$PY" -c 'import torch.distributed.optim' 2>/dev/null && have_torch=1
 [ $have_torch = 1 ] || bench_skip "peer PyTorch ZeRO-1" "not installed ($PY -c 'import torch.distributed.optim' failed; apt-get install python3-torch)"
 
-port=$((29000 + $$ % 2000))
-# run_world W CMD...: W ranks of CMD on loopback; rank 0's output on stdout
-run_world() {
-	w=$1; shift
-	port=$((port + 1))
-	pids=""
-	r=0
-	while [ $r -lt "$w" ]; do
-		RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r LOCAL_WORLD_SIZE=$w MASTER_ADDR=127.0.0.1 \
-		MASTER_PORT=$port DPG_SECRET=$(printf '%064d' 42) DPG_BACKEND=cpu DPG_TIMEOUT=120 \
-		OMP_NUM_THREADS=1 "$@" > "$tmp/out.$r" 2> "$tmp/err.$r" &
-		pids="$pids $!"
-		r=$((r + 1))
-	done
-	rc=0
-	for p in $pids; do wait "$p" || rc=1; done
-	[ $rc = 0 ] || { cat "$tmp"/err.* >&2; return 1; }
-	cat "$tmp/out.0"
-}
 
 {
 	echo "# Sharded step: dpg_zero_step vs PyTorch ZeRO-1, CPU backend"
@@ -79,11 +60,11 @@ run_world() {
 for w in $WORLDS; do
 	tline=""
 	if [ $have_torch = 1 ]; then
-		tline=$(run_world "$w" "$PY" "$here/zero_torch.py" "$NUMEL" "$UNITS" "$STEPS") || tline=""
+		tline=$(bench_run_world "$w" "$PY" "$here/zero_torch.py" "$NUMEL" "$UNITS" "$STEPS") || tline=""
 	fi
 	tms=$(echo "$tline" | awk '{for (i = 1; i < NF; i++) if ($i == "step_ms") print $(i + 1)}')
 	for s in $STAGES; do
-		line=$(run_world "$w" "$prog" "$NUMEL" "$UNITS" "$s" "$STEPS")
+		line=$(bench_run_world "$w" "$prog" "$NUMEL" "$UNITS" "$s" "$STEPS")
 		echo "$line"
 		echo "$line" | awk -v t="${tms:-}" -v s="$s" '{
 			for (i = 1; i < NF; i++) v[$i] = $(i + 1)
