@@ -172,11 +172,12 @@ static void read_answer(struct dpg_ctx *ctx, int64_t k, int r, struct dpg_hang_a
 
 /* Post request k (a fresh number) and read every rank's answer until the
  * deadline; those not read by then (one silent rank spends the deadline for
- * the ranks after it) get HANG_LATE_MS each, HANG_LATE_TOTAL_MS in all.
+ * the ranks after it) get HANG_LATE_MS each, late_total (at most
+ * HANG_LATE_TOTAL_MS) in all.
  * a[r].ok says who answered.  -1 (e set) when the request could not be
  * posted. */
 static int ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t deadline,
-	       struct dpg_err *e)
+	       int64_t late_total, struct dpg_err *e)
 {
 	char key[DPG_STORE_KEY_MAX + 1];
 	int64_t k = 0, late_end;
@@ -197,7 +198,7 @@ static int ask(struct dpg_ctx *ctx, struct dpg_hang_ans *a, int n, int64_t deadl
 	for (int r = 0; r < n && dpg_now_ms() < deadline; r++)
 		if (!a[r].ok)
 			read_answer(ctx, k, r, a, deadline);
-	late_end = dpg_now_ms() + HANG_LATE_TOTAL_MS;
+	late_end = dpg_now_ms() + (late_total < HANG_LATE_TOTAL_MS ? late_total : HANG_LATE_TOTAL_MS);
 	for (int r = 0; r < n; r++) {
 		int64_t now = dpg_now_ms();
 
@@ -221,10 +222,19 @@ static void summarize(struct dpg_ctx *ctx, const char *comm, struct dpg_hang_ans
 	dpg_hang_format(a, n, nodes, (double)wait / 1000.0, out, len);
 }
 
+int64_t dpg_hang_wait_ms(int64_t timeout_ms)
+{
+	int64_t w = timeout_ms / 40;
+
+	w = w < DPG_HANG_WAIT_MIN_MS ? DPG_HANG_WAIT_MIN_MS : w;
+	w = w > DPG_HANG_WAIT_MS ? DPG_HANG_WAIT_MS : w;
+	return w < timeout_ms ? w : timeout_ms;
+}
+
 void dpg_hang_report(struct dpg_ctx *ctx, const char *comm, char *out, size_t len)
 {
 	int n = ctx->j.world_size;
-	int64_t wait = ctx->timeout_ms < DPG_HANG_WAIT_MS ? ctx->timeout_ms : DPG_HANG_WAIT_MS;
+	int64_t wait = dpg_hang_wait_ms(ctx->timeout_ms);
 	struct dpg_err e = { { 0 } };
 	struct dpg_hang_ans *a;
 	const char **nodes;
@@ -236,7 +246,7 @@ void dpg_hang_report(struct dpg_ctx *ctx, const char *comm, char *out, size_t le
 	nodes = calloc((size_t)n, sizeof(*nodes));
 	if (a == NULL || nodes == NULL)
 		snprintf(out, len, "(no hang report: out of memory)");
-	else if (ask(ctx, a, n, dpg_now_ms() + wait, &e) != 0)
+	else if (ask(ctx, a, n, dpg_now_ms() + wait, wait / 4, &e) != 0)
 		snprintf(out, len, "(no hang report: %s)", e.msg);
 	else
 		summarize(ctx, comm, a, n, nodes, wait, out, len);

@@ -26,7 +26,12 @@
 struct dpg_ctx;
 struct dpg_store;
 
-#define DPG_HANG_WAIT_MS 2000	/* how long an asker waits for the answers */
+/* How long an asker waits for the answers: DPG_TIMEOUT / 40 within
+ * [DPG_HANG_WAIT_MIN_MS, DPG_HANG_WAIT_MS], so that a timed-out call still
+ * returns within about DPG_TIMEOUT + 3 % (a stopped rank costs the whole wait). */
+#define DPG_HANG_WAIT_MS 2000
+#define DPG_HANG_WAIT_MIN_MS 250
+int64_t dpg_hang_wait_ms(int64_t timeout_ms);
 #define DPG_HANG_LINE_MAX 1536	/* the summary, truncated with "..." */
 
 /* The responder of one context. */

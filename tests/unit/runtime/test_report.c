@@ -236,7 +236,7 @@ static void body_hang(int rank, const struct job *j)
 	    "%s", err);
 	node_of(h->tcp, SLOW, node, sizeof(node));
 	if (h->how == STUCK_STOPPED)
-		snprintf(want, sizeof(want), "rank %d (%s): no answer in 2.0 s", SLOW, node);
+		snprintf(want, sizeof(want), "rank %d (%s): no answer in 0.2 s", SLOW, node);
 	else
 		snprintf(want, sizeof(want), "rank %d (%s, GPU 0000:43:00.0) last entered "
 			 "allreduce #2, ", SLOW, node);
