@@ -77,10 +77,11 @@ check_optim() {
 
 check_coll() {
 	has "$1" "$host_line" "the host line" &&
-	table "$1" '^\| size \| dpg shm n=2 \|' 3 2 5 &&
-	if has "$1" '^skip: peer Open MPI: ' "" >/dev/null; then :; else
-		table "$1" '^\| size \| dpg shm n=2 \|' 3 2 3 4 5 6 7
-	fi
+	table "$1" '^\| size \| dpg shm n=2 \|' 3 2 &&
+	for peer in "Open MPI" Gloo; do
+		if has "$1" "^skip: peer $peer: " "" >/dev/null; then continue; fi
+		has "$1" "^worst vs $peer: [0-9.]+x \(" "the worst cell against $peer" || return 1
+	done
 }
 
 check_store() {

@@ -1,11 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# coll_bench.sh - libdpg's CPU collectives side by side with Open MPI on this
-# machine: allreduce, reduce_scatter, allgather and bcast bus bandwidth
-# (nccl-tests formulas) for 4 KiB .. 64 MiB, over shared memory and over
-# TCP loopback, for each rank count; the runs are interleaved (dpg, then
-# Open MPI, per configuration, RUNS times) and the table reports the median
-# over runs of each run's median, with dpg/OpenMPI ratios.
+# coll_bench.sh - libdpg's CPU collectives side by side with Open MPI and with
+# Gloo (PyTorch's ProcessGroupGloo) on this machine: allreduce, reduce_scatter,
+# allgather and bcast bus bandwidth (nccl-tests formulas) for 4 KiB .. 64 MiB,
+# over shared memory and over TCP loopback, for each rank count; the runs are
+# interleaved (dpg, Open MPI, Gloo per configuration, RUNS times) and the table
+# reports the median over runs of each run's median, with dpg/peer ratios and
+# the worst cell's ratio as the headline.  Gloo has no shared-memory transport:
+# its "shm" column is what a one-node PyTorch job gets (loopback TCP).
 #
 # Usage: bench/coll_bench.sh [--smoke] [OUTDIR]
 #   --smoke (or SMOKE=1): 2 ranks, allreduce, 4..64 KiB, one run, short batches
@@ -21,6 +23,9 @@
 #   OPS=allreduce,reduce_scatter,allgather,bcast
 #   MINB=4096 MAXB=67108864 FACTOR=4 REPS=7 TARGET_MS=50
 #   MPIRUN=mpirun.openmpi
+#   PEERS="ompi gloo"      which peers to run when present
+#   GLOO_PY=PYTHON         a python with torch (default: $DPG_PYENV, else the
+#                          cached test environment from scripts/pyenv.sh --print)
 # Needs python3; the peer needs Open MPI (apt-get install openmpi-bin
 # libopenmpi-dev, then re-run configure): without it dpg runs alone and a
 # "skip: peer Open MPI ..." line says why.  Runs Open MPI as root with
@@ -72,12 +77,28 @@ elif ! command -v "$MPIRUN" >/dev/null 2>&1; then
 	bench_skip "peer Open MPI" "not installed ($MPIRUN not on PATH)" | tee -a "$out/host.txt"
 fi
 
+PEERS=${PEERS:-"ompi gloo"}
+case " $PEERS " in *" ompi "*) ;; *) have_mpi=0 ;; esac
+have_gloo=0
+case " $PEERS " in
+*" gloo "*)
+	GLOO_PY=${GLOO_PY:-${DPG_PYENV:-$("$bench_top/scripts/pyenv.sh" --print 2>/dev/null || true)}}
+	if [ -z "$GLOO_PY" ]; then
+		bench_skip "peer Gloo" "no python with torch (scripts/pyenv.sh builds the test environment; or set GLOO_PY)" | tee -a "$out/host.txt"
+	elif ! "$GLOO_PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' >/dev/null 2>&1; then
+		bench_skip "peer Gloo" "$GLOO_PY has no torch with gloo" | tee -a "$out/host.txt"
+	else
+		have_gloo=1
+	fi ;;
+esac
+
 ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -c $OPS"
 OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"
 
 {
 	bench_host
 	[ $have_mpi = 0 ] || $MPIRUN --version 2>/dev/null | head -1 || true
+	[ $have_gloo = 0 ] || "$GLOO_PY" -c 'import torch; print("torch", torch.__version__, "gloo")' 2>/dev/null || true
 } > "$out/env.txt"
 
 run=1
@@ -90,6 +111,13 @@ while [ "$run" -le "$RUNS" ]; do
 			"$dpg_prog" -n "$n" -m "$t" -l "dpg-$t" $ARGS >> "$f"
 			echo "# load after: $(cat /proc/loadavg)" >> "$f"
 
+			if [ $have_gloo = 1 ]; then
+				f="$out/gloo-$t-n$n.run$run.txt"
+				echo "# run $run: gloo $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
+				echo "# load before: $(cat /proc/loadavg)" > "$f"
+				"$GLOO_PY" "$here/coll_gloo.py" -n "$n" -l "gloo-$t" $ARGS >> "$f"
+				echo "# load after: $(cat /proc/loadavg)" >> "$f"
+			fi
 			[ $have_mpi = 1 ] || continue
 			f="$out/ompi-$t-n$n.run$run.txt"
 			echo "# run $run: ompi $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -135,34 +163,55 @@ def human(b):
 
 keys = sorted({(k[1], k[2], k[3]) for k in rows}, key=lambda k: (k[2], k[0], k[1]))
 ops = ["allreduce", "reduce_scatter", "allgather", "bcast"]
+peers = [p for p in ("ompi", "gloo") if any(k[0] == p for k in rows)]
+pname = {"ompi": "Open MPI", "gloo": "Gloo"}
 lines = [open(os.path.join(out, "host.txt")).read().strip(), "",
          "# busbw in GB/s (1e9 B/s), median over runs [min-max of run medians]; "
-         "ratio = dpg / Open MPI", ""]
+         "ratio = dpg / peer" + ("; peers: " + ", ".join(pname[p] for p in peers) if peers else
+                                 "; no peer ran"), ""]
+fmt = lambda x, r: (("%.2f %s" if x >= 0.1 else "%.4f %s") % (x, r)).strip() if x is not None else "-"
+worst = {}  # peer -> (ratio, op, transport, n, bytes)
 for op in ops:
     confs = sorted({(k[0], k[1]) for k in keys if k[2] == op}, key=lambda c: (c[1], c[0]))
     if not confs:
         continue
     lines.append("## %s" % op)
     lines.append("")
-    hdr = "| size |" + "".join(" dpg %s n=%d | ompi %s n=%d | ratio |" % (t, n, t, n)
-                               for t, n in confs)
+    hdr = "| size |"
+    for t, n in confs:
+        hdr += " dpg %s n=%d |" % (t, n)
+        hdr += "".join(" %s %s n=%d | ratio |" % (p, t, n) for p in peers)
     lines.append(hdr)
-    lines.append("|---:|" + "---:|---:|---:|" * len(confs))
+    lines.append("|---:|" + ("---:|" * (1 + 2 * len(peers))) * len(confs))
     sizes = sorted({k[4] for k in rows if k[3] == op})
     for b in sizes:
         s = "| %s |" % human(b)
         for t, n in confs:
             d, _, dr = cell(("dpg", t, n, op, b))
-            o, _, orr = cell(("ompi", t, n, op, b))
-            fmt = lambda x, r: ("%.2f %s" % (x, r)).strip() if x is not None else "-"
-            ratio = "%.2f" % (d / o) if d and o else "-"
-            s += " %s | %s | %s |" % (fmt(d, dr), fmt(o, orr), ratio)
+            s += " %s |" % fmt(d, dr)
+            for p in peers:
+                o, _, orr = cell((p, t, n, op, b))
+                ratio = "-"
+                if d and o:
+                    ratio = "%.2f" % (d / o)
+                    if p not in worst or d / o < worst[p][0]:
+                        worst[p] = (d / o, op, t, n, b)
+                s += " %s | %s |" % (fmt(o, orr), ratio)
         lines.append(s)
     lines.append("")
+lines.append("## worst cell")
+lines.append("")
+if not worst:
+    lines.append("no peer ran: no ratio")
+for p in peers:
+    if p in worst:
+        r, op, t, n, b = worst[p]
+        lines.append("worst vs %s: %.2fx (%s %s n=%d %s)" % (pname[p], r, op, t, n, human(b)))
+lines.append("")
 lines.append("## 64 MiB summary")
 lines.append("")
-lines.append("| op | transport | n | dpg busbw | ompi busbw | ratio |")
-lines.append("|---|---|---:|---:|---:|---:|")
+lines.append("| op | transport | n | dpg busbw |" + "".join(" %s busbw | ratio |" % p for p in peers))
+lines.append("|---|---|---:|---:|" + "---:|---:|" * len(peers))
 for op in ops:
     for t, n, o2 in keys:
         if o2 != op:
@@ -171,10 +220,13 @@ for op in ops:
         if b < (64 << 20) - 4096:
             continue
         d, _, dr = cell(("dpg", t, n, op, b))
-        o, _, orr = cell(("ompi", t, n, op, b))
-        if d is None or o is None:
+        if d is None:
             continue
-        lines.append("| %s | %s | %d | %.2f %s | %.2f %s | %.2f |" % (op, t, n, d, dr, o, orr, d / o))
+        s = "| %s | %s | %d | %s |" % (op, t, n, fmt(d, dr))
+        for p in peers:
+            o, _, orr = cell((p, t, n, op, b))
+            s += " %s | %s |" % (fmt(o, orr), "%.2f" % (d / o) if o else "-")
+        lines.append(s)
 text = "\n".join(lines) + "\n"
 open(os.path.join(out, "table.md"), "w").write(text)
 print(text)
