@@ -1016,6 +1016,9 @@ c_no_drain() { # nothing above may have drained or downed a node
 	note "$states"
 }
 run_case "no node drained or down after all cases" c_no_drain
+# a node taken away: last, since it releases the allocation and leaves n3 down
+. "$E2E_DIR/shrink.sh"
+shrink_cases
 cd "$LAB" || exit 2
 stop_cluster
 echo "# total $(e2e_elapsed "$T0")s (cluster start, $((E2E_PASS + E2E_FAIL + E2E_XFAIL)) cases, cluster stop)"
