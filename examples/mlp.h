@@ -28,13 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MLP_NTENSORS 6
-#define MLP_NUNITS 3
-#define MLP_TEACHER_H 16
+#include "mlp_math.h"	/* the shape, the elementwise math (shared with mlp_cuda.cu) */
 
-typedef struct mlp_shape {
-	int d, h, c;		/* inputs, hidden width, classes */
-} mlp_shape_t;
+#define MLP_TEACHER_H 16
 
 /* The model of examples/train. */
 static inline mlp_shape_t mlp_default_shape(void)
@@ -266,7 +262,7 @@ static inline void mlp_affine(const float *in, int n, int k_in, const float *W, 
 			double acc = b[o];
 			for (int k = 0; k < k_in; k++)
 				acc += (double)wo[k] * xi[k];
-			out[(size_t)i * n_out + o] = act ? (float)tanh(acc) : (float)acc;
+			out[(size_t)i * n_out + o] = mlp_act(acc, act);
 		}
 	}
 }
@@ -276,10 +272,7 @@ static inline void mlp_affine_grad(const float *in, const float *g, int n, int k
 				   float *gW, float *gb)
 {
 	for (int o = 0; o < n_out; o++) {
-		double accb = 0.0;
-		for (int i = 0; i < n; i++)
-			accb += g[(size_t)i * n_out + o];
-		gb[o] += (float)accb;
+		gb[o] += (float)mlp_col_sum(g, n, n_out, o);
 		for (int k = 0; k < k_in; k++) {
 			double acc = 0.0;
 			for (int i = 0; i < n; i++)
@@ -299,8 +292,7 @@ static inline void mlp_affine_back_tanh(const float *g, const float *W, const fl
 			double acc = 0.0;
 			for (int o = 0; o < n_out; o++)
 				acc += (double)g[(size_t)i * n_out + o] * W[(size_t)o * k_in + k];
-			float a = act[(size_t)i * k_in + k];
-			gin[(size_t)i * k_in + k] = (float)(acc * (1.0 - (double)a * a));
+			gin[(size_t)i * k_in + k] = mlp_dtanh(acc, act[(size_t)i * k_in + k]);
 		}
 	}
 }
@@ -326,18 +318,8 @@ static inline float mlp_loss(mlp_work_t *w, float grad_scale)
 	int c = w->shape.c;
 	double sum = 0.0, scale = (double)grad_scale / (w->n > 0 ? w->n : 1);
 
-	for (int i = 0; i < w->n; i++) {
-		const float *zi = w->z + (size_t)i * c;
-		float *gi = w->g3 + (size_t)i * c;
-		double m = zi[0], tot = 0.0;
-		for (int j = 1; j < c; j++)
-			m = zi[j] > m ? zi[j] : m;
-		for (int j = 0; j < c; j++)
-			tot += exp(zi[j] - m);
-		sum += m + log(tot) - zi[w->y[i]];
-		for (int j = 0; j < c; j++)
-			gi[j] = (float)(scale * (exp(zi[j] - m) / tot - (j == w->y[i])));
-	}
+	for (int i = 0; i < w->n; i++)
+		sum += mlp_xent(w->z + (size_t)i * c, c, w->y[i], scale, w->g3 + (size_t)i * c);
 	w->loss_sum = sum;
 	return w->n > 0 ? (float)(sum / w->n) : 0.0f;
 }

@@ -3,8 +3,15 @@
  * sharded data parallelism (ZeRO 1-3), gradient accumulation, a warm-up + cosine schedule, checkpoints. */
 
 /*
- * The model runs on the CPU (plain C), so the runtime is joined on its CPU
- * backend (host buffers) even when the task has a GPU.
+ * Where the model runs: the runtime is joined on DPG_BACKEND's backend
+ * (auto: NCCL when the task has a GPU).  On NCCL, the sharded step's
+ * parameters and gradients are device memory, and the forward and backward
+ * run there too, through train's device module mlp-cuda.so (mlp_dev.h:
+ * cuBLAS for the matrix products, mlp_math.h's functions as kernels); the
+ * samples are generated on the host and copied.  On the CPU backend the
+ * model is mlp.h's plain C.  With auto and no module beside train (built
+ * without nvcc or cuBLAS) train asks for the CPU backend, as does
+ * --deterministic (CPU only); DPG_BACKEND=nccl without the module fails.
  *
  * Data: step s (0-based) trains on the global batch dpg_shard_batch(shuffle
  * seed, --samples, G, s, rank, world): G / world indices per rank, taken in
@@ -31,11 +38,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <dpg_zero.h>
 
 #include "mlp.h"
+#include "mlp_dev.h"
 
 #define EXIT_USAGE 2
 
@@ -82,6 +91,10 @@ struct trainer {
 	uint64_t shuffle_seed, init_seed;
 	long first_step;		/* 0, or the step a checkpoint resumes at */
 	int broken;			/* failed amid collective work: leave the job */
+	/* the GPU path (NCCL backend): the module's table and its model */
+	const struct mlp_dev_ops *dev_ops;	/* NULL: the host computes */
+	struct mlp_dev *dev;			/* made at the first forward */
+	char dev_path[4096];			/* the module found, "" none */
 };
 
 static int fail(struct trainer *t, dpg_status_t st)
@@ -181,15 +194,6 @@ static dpg_status_t init_params(struct trainer *t)
 	return DPG_OK;
 }
 
-static float bf16_to_f32(uint16_t h)
-{
-	uint32_t bits = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
-
 /* Tensor i's working parameters as fp32 (converted into scratch for bf16);
  * NULL when its unit is not gathered. */
 static const float *param_f32(struct trainer *t, int i)
@@ -200,7 +204,7 @@ static const float *param_f32(struct trainer *t, int i)
 	if (p == NULL || t->cfg.param_dtype == DPG_F32)
 		return p;
 	for (size_t j = 0; j < n; j++)
-		t->scratch[i][j] = bf16_to_f32(((const uint16_t *)p)[j]);
+		t->scratch[i][j] = mlp_bf16_to_f32(((const uint16_t *)p)[j]);
 	return t->scratch[i];
 }
 
@@ -213,24 +217,111 @@ static int missing_param(struct trainer *t, int i)
 	return 1;
 }
 
+/* ------------------------------------------------------------ the GPU path */
+
+static int dev_fail(struct trainer *t, const char *what)
+{
+	t->broken = 1;
+	fprintf(stderr, "train: rank %d: %s on the GPU: %s\n", t->rank, what,
+		t->dev_ops->error(t->dev));
+	return 1;
+}
+
+/* The device model, made at its first use on the device of p (device
+ * memory of the sharded step: on NCCL, dpg_zero_param's pointers are). */
+static int dev_ready(struct trainer *t, const void *p)
+{
+	char msg[256];
+
+	if (t->dev != NULL)
+		return 0;
+	if (t->dev_ops->create(&t->shape, (int)t->cfg.micro_batch, p, &t->dev, msg,
+			       sizeof(msg)) != 0) {
+		t->broken = 1;
+		fprintf(stderr, "train: rank %d: the model on the GPU: %s\n", t->rank, msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* Unit u forward on the GPU; unit 0 first copies the micro-batch over. */
+static int dev_forward_unit(struct trainer *t, int u)
+{
+	const void *W = dpg_zero_param(t->z, t->id[2 * u]);
+	const void *b = dpg_zero_param(t->z, t->id[2 * u + 1]);
+
+	if (W == NULL)
+		return missing_param(t, 2 * u);
+	if (b == NULL)
+		return missing_param(t, 2 * u + 1);
+	if (dev_ready(t, W) != 0)
+		return 1;
+	if (u == 0 && t->dev_ops->load(t->dev, t->work.x, t->work.y, t->work.n) != 0)
+		return dev_fail(t, "the micro-batch's copy");
+	if (t->dev_ops->forward_unit(t->dev, u, W, b, t->cfg.param_dtype == DPG_BF16) != 0)
+		return dev_fail(t, "forward");
+	return 0;
+}
+
+/* ------------------------------------------------------------ one micro-step */
+
+/* Unit u forward, on the GPU or the host. */
+static int forward_unit(struct trainer *t, int u)
+{
+	const float *W, *b;
+
+	if (t->dev_ops != NULL)
+		return dev_forward_unit(t, u);
+	if ((W = param_f32(t, 2 * u)) == NULL)
+		return missing_param(t, 2 * u);
+	if ((b = param_f32(t, 2 * u + 1)) == NULL)
+		return missing_param(t, 2 * u + 1);
+	mlp_forward_unit(&t->work, u, W, b);
+	return 0;
+}
+
 /* Forward through every unit; the last one stays gathered for backward. */
 static int forward(struct trainer *t)
 {
 	dpg_status_t st;
 
 	for (int u = 0; u < MLP_NUNITS; u++) {
-		const float *W, *b;
-
 		if ((st = dpg_zero_gather(t->z, u, u + 1 < MLP_NUNITS ? u + 1 : -1)) != DPG_OK)
 			return fail(t, st);
-		if ((W = param_f32(t, 2 * u)) == NULL)
-			return missing_param(t, 2 * u);
-		if ((b = param_f32(t, 2 * u + 1)) == NULL)
-			return missing_param(t, 2 * u + 1);
-		mlp_forward_unit(&t->work, u, W, b);
+		if (forward_unit(t, u) != 0)
+			return 1;
 		if (u + 1 < MLP_NUNITS && (st = dpg_zero_release(t->z, u)) != DPG_OK)
 			return fail(t, st);
 	}
+	return 0;
+}
+
+/* The micro-batch's summed per-sample loss into *sum, and dL/dz. */
+static int loss(struct trainer *t, double *sum)
+{
+	if (t->dev_ops != NULL)
+		return t->dev_ops->loss(t->dev, 1.0f, sum) != 0 ? dev_fail(t, "loss") : 0;
+	(void)mlp_loss(&t->work, 1.0f);
+	*sum = t->work.loss_sum;
+	return 0;
+}
+
+/* Unit u backward into gW and gb (the runtime's gradients), GPU or host. */
+static int backward_unit(struct trainer *t, int u, float *gW, float *gb)
+{
+	const void *W;
+
+	if (t->dev_ops != NULL) {
+		if ((W = dpg_zero_param(t->z, t->id[2 * u])) == NULL)
+			return missing_param(t, 2 * u);
+		if (t->dev_ops->backward_unit(t->dev, u, W, t->cfg.param_dtype == DPG_BF16, gW,
+					      gb) != 0)
+			return dev_fail(t, "backward");
+		return 0;
+	}
+	if ((W = param_f32(t, 2 * u)) == NULL)
+		return missing_param(t, 2 * u);
+	mlp_backward_unit(&t->work, u, W, gW, gb);
 	return 0;
 }
 
@@ -240,13 +331,10 @@ static int backward(struct trainer *t)
 	dpg_status_t st;
 
 	for (int u = MLP_NUNITS - 1; u >= 0; u--) {
-		const float *W;
 		float *gW, *gb;
 
 		if ((st = dpg_zero_gather(t->z, u, u - 1)) != DPG_OK)
 			return fail(t, st);
-		if ((W = param_f32(t, 2 * u)) == NULL)
-			return missing_param(t, 2 * u);
 		gW = dpg_zero_grad(t->z, t->id[2 * u]);
 		gb = dpg_zero_grad(t->z, t->id[2 * u + 1]);
 		if (gW == NULL || gb == NULL) {
@@ -256,7 +344,8 @@ static int backward(struct trainer *t)
 				"out of memory");
 			return 1;
 		}
-		mlp_backward_unit(&t->work, u, W, gW, gb);
+		if (backward_unit(t, u, gW, gb) != 0)
+			return 1;
 		if ((st = dpg_zero_grads_ready(t->z, u)) != DPG_OK ||
 		    (st = dpg_zero_release(t->z, u)) != DPG_OK)
 			return fail(t, st);
@@ -278,12 +367,13 @@ static int train_step(struct trainer *t, long s, double *loss_sum, dpg_step_stat
 		return fail(t, st);
 	*loss_sum = 0.0;
 	for (int m = 0; m < t->k; m++) {
+		double sum = 0.0;
+
 		mlp_load_batch(&t->data, &t->work, t->idx + (size_t)m * c->micro_batch,
 			       (int)c->micro_batch);
-		if (forward(t) != 0)
+		if (forward(t) != 0 || loss(t, &sum) != 0)
 			return 1;
-		(void)mlp_loss(&t->work, 1.0f);
-		*loss_sum += t->work.loss_sum;
+		*loss_sum += sum;
 		if (backward(t) != 0)
 			return 1;
 		if ((st = dpg_zero_step(t->z, lr, stats)) != DPG_OK)
@@ -416,6 +506,39 @@ static int open_params_out(struct trainer *t)
 	return bad ? EXIT_USAGE : 0;
 }
 
+/* Tensor i's working parameters as fp32 in host memory into *out (on the
+ * GPU: copied into scratch): 0, or 1 after a message. */
+static int param_host(struct trainer *t, int i, const float **out)
+{
+	void *p = dpg_zero_param(t->z, t->id[i]);
+	size_t n = mlp_numel(&t->shape, i), ps = t->cfg.param_dtype == DPG_BF16 ? 2 : 4;
+	uint16_t *raw;
+
+	if (t->dev_ops == NULL)
+		return (*out = param_f32(t, i)) == NULL ? missing_param(t, i) : 0;
+	if (p == NULL)
+		return missing_param(t, i);
+	if (dev_ready(t, p) != 0)
+		return 1;
+	*out = t->scratch[i];
+	raw = ps == 4 ? (uint16_t *)(void *)t->scratch[i] : malloc(n * ps);
+	if (raw == NULL) {
+		fprintf(stderr, "train: rank %d: out of memory for --print-params\n", t->rank);
+		return 1;
+	}
+	if (t->dev_ops->to_host(t->dev, raw, p, n * ps) != 0) {
+		if (ps == 2)
+			free(raw);
+		return dev_fail(t, "--print-params");
+	}
+	if (ps == 2) {
+		for (size_t j = 0; j < n; j++)
+			t->scratch[i][j] = mlp_bf16_to_f32(raw[j]);
+		free(raw);
+	}
+	return 0;
+}
+
 /* Rank 0 writes the working parameters as raw float32 and closes the file;
  * every rank takes part in the stage-3 gathers. */
 static int print_params(struct trainer *t)
@@ -428,11 +551,11 @@ static int print_params(struct trainer *t)
 		if ((st = dpg_zero_gather(t->z, u, -1)) != DPG_OK)
 			return fail(t, st);
 		for (int i = 2 * u; i < 2 * u + 2 && f; i++) {
-			const float *p = param_f32(t, i);
+			const float *p;
 			size_t n = mlp_numel(&t->shape, i);
 
-			if (p == NULL)
-				return missing_param(t, i);
+			if (param_host(t, i, &p) != 0)
+				return 1;
 			if (fwrite(p, sizeof(float), n, f) != n)
 				bad = 1;
 		}
@@ -535,6 +658,50 @@ static int run(struct trainer *t)
 	return 0;
 }
 
+/* The backend to ask dpg_init for: the environment's (DPG_BACKEND; auto
+ * takes NCCL when the task has a GPU), but the CPU's for --deterministic
+ * (CPU only) and, unless DPG_BACKEND=nccl, when there is no device module
+ * to follow the model onto the GPU.  t->dev_path gets the module's path. */
+static dpg_backend_t want_backend(struct trainer *t)
+{
+	const char *env = getenv("DPG_BACKEND");
+
+	if (t->cfg.deterministic)
+		return DPG_BACKEND_CPU;
+	if (mlp_dev_find(t->dev_path, sizeof(t->dev_path)) == NULL) {
+		t->dev_path[0] = '\0';
+		if (env == NULL || strcasecmp(env, "nccl") != 0)
+			return DPG_BACKEND_CPU;
+	}
+	return DPG_BACKEND_AUTO;
+}
+
+/* On the NCCL backend the model follows onto the GPU: load the device
+ * module.  0, or 1 after a message. */
+static int use_gpu(struct trainer *t)
+{
+	char msg[512];
+
+	if (dpg_backend(t->ctx) != DPG_BACKEND_NCCL)
+		return 0;
+	if (t->dev_path[0] == '\0') {
+		fprintf(stderr, "train: rank %d: the NCCL backend keeps the parameters on the GPU "
+			"but %s is not beside train (built without nvcc or cuBLAS?) nor named by "
+			"DPG_MLP_CUDA_MODULE: set DPG_BACKEND=cpu to train on the host\n", t->rank,
+			MLP_DEV_FILE);
+		return 1;
+	}
+	if ((t->dev_ops = mlp_dev_load(t->dev_path, msg, sizeof(msg))) == NULL) {
+		fprintf(stderr, "train: rank %d: %s: set DPG_BACKEND=cpu to train on the host\n",
+			t->rank, msg);
+		return 1;
+	}
+	if (t->rank == 0)
+		printf("forward and backward on the GPU (%s, %s)\n", t->dev_path,
+		       t->dev_ops->built_with);
+	return 0;
+}
+
 /* Join, build the model, set or load its parameters: 0, or an exit code. */
 static int setup(struct trainer *t)
 {
@@ -543,11 +710,15 @@ static int setup(struct trainer *t)
 	int rc;
 
 	dpg_init_opts_default(&opts);
-	opts.backend = DPG_BACKEND_CPU;	/* the model computes on the host */
+	opts.backend = want_backend(t);
 	if ((st = dpg_init(&opts, &t->ctx)) != DPG_OK)
 		return fail(t, st);
 	t->rank = dpg_rank(t->ctx);
 	t->world = dpg_world_size(t->ctx);
+	if (use_gpu(t) != 0) {
+		t->broken = 1;
+		return 1;
+	}
 	if ((st = dpg_accum_steps(t->ctx, t->cfg.global_batch, t->cfg.micro_batch, t->world,
 				  &t->k)) != DPG_OK) {
 		(void)fail(t, st);
@@ -592,6 +763,8 @@ int main(int argc, char **argv)
 	 * collective (--print-params), leave together through the barrier. */
 	if (t.broken && t.ctx && t.world > 1)
 		dpg_abort(t.ctx);
+	if (t.dev)
+		t.dev_ops->destroy(t.dev);
 	if (t.z)
 		dpg_zero_destroy(t.z);
 	free_host(&t);
@@ -627,6 +800,13 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: train [options]   (joins the job from its environment: srun, torchrun names, or alone)\n"
+		"  Where it computes: on the backend of DPG_BACKEND (default auto: NCCL when the task\n"
+		"  has a GPU).  On NCCL the parameters, gradients and optimizer state live on the\n"
+		"  GPU, NCCL reduces them, and forward and backward run there too (cuBLAS and\n"
+		"  kernels of train's module " MLP_DEV_FILE ", found beside train or at\n"
+		"  $DPG_MLP_CUDA_MODULE); the samples are generated on the host and copied.\n"
+		"  Without a GPU, with DPG_BACKEND=cpu, with --deterministic, or (auto) without\n"
+		"  the module: all on the CPU.\n"
 		"  --steps N            optimizer steps (default 100)\n"
 		"  --global-batch G     samples per optimizer step over all ranks (default 64)\n"
 		"  --micro-batch B      samples per forward/backward (default 8); G must be a\n"
@@ -646,7 +826,7 @@ static void usage(FILE *f)
 		"  --shard-size N       ranks per shard group (default 0 = the world; a divisor\n"
 		"                       of the world = hybrid sharding)\n"
 		"  --deterministic      bitwise-identical results at any world size for the same\n"
-		"                       --micro-batch (fixed-point gradient sums; CPU backend)\n"
+		"                       --micro-batch (fixed-point gradient sums; runs on the CPU)\n"
 		"  --print-params FILE  rank 0 writes the final parameters as raw float32 (host byte\n"
 		"                       order, tensors l1.weight l1.bias l2.weight l2.bias l3.weight l3.bias)\n"
 		"  --stop-after N       stop after step N as if interrupted (the schedule still spans --steps)\n"

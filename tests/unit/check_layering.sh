@@ -7,7 +7,9 @@
 #     libcrypto/libssl, imports no thread/socket-server or OpenSSL calls and
 #     contains no runtime code (the digests are libdpg's, never slurmstepd's);
 # (c) no lib/launch file includes a runtime header and no lib/runtime or
-#     lib/train file a launch header; lib/common includes neither.
+#     lib/train file a launch header; lib/common includes neither; the GPU
+#     module (lib/cuda) includes no launch header and no wing one of its
+#     own; no lib/ file includes an example's header (examples/*.h).
 # One line per failure.  Environment: DPG_BUILDDIR (where .libs/ is,
 # default .) and DPG_SRCDIR (the source tree, default: two levels above).
 set -u
@@ -82,6 +84,10 @@ out=$( {
 	forbid "a launch header in the runtime wing" lib/runtime lib/train -- lib/launch
 	forbid "a launch header in common" lib/common -- lib/launch
 	forbid "a runtime header in common" lib/common -- lib/runtime lib/train
+	forbid "a launch header in the GPU module" lib/cuda -- lib/launch
+	forbid "a GPU-module header outside the module" lib/common lib/launch lib/runtime \
+		lib/train -- lib/cuda
+	forbid "an example's header in the library" lib -- examples
 } )
 [ -n "$out" ] && { echo "$out"; fail=1; }
 

@@ -149,9 +149,15 @@ tests_unit_train_test_zlayout_LDADD = $(RT_TEST_LDADD)
 # ---------------------------------------------------------------- examples
 # (the model of examples/train)
 UNIT_EXAMPLES = tests/unit/examples/test_mlp
-tests_unit_examples_test_mlp_SOURCES = tests/unit/examples/test_mlp.c examples/mlp.h
+tests_unit_examples_test_mlp_SOURCES = tests/unit/examples/test_mlp.c examples/mlp.h examples/mlp_math.h
 tests_unit_examples_test_mlp_CPPFLAGS = $(UNIT_CPPFLAGS) -I$(srcdir)/examples
 tests_unit_examples_test_mlp_LDADD = $(RT_TEST_LDADD)
+# the loss-curve comparison of train's GPU check (tests/gpu/train_gpu.sh)
+UNIT_EXAMPLES += tests/unit/examples/test_losscurve
+tests_unit_examples_test_losscurve_SOURCES = tests/unit/examples/test_losscurve.c \
+	tests/gpu/losscurve.c tests/gpu/losscurve.h
+tests_unit_examples_test_losscurve_CPPFLAGS = $(UNIT_CPPFLAGS) -I$(srcdir)/tests/gpu
+tests_unit_examples_test_losscurve_LDADD = $(RT_TEST_LDADD)
 
 UNIT_TESTS = $(UNIT_COMMON) $(UNIT_LAUNCH) $(UNIT_TOOLS) $(UNIT_RUNTIME) \
 	$(UNIT_TRAIN) $(UNIT_EXAMPLES)
