@@ -3,13 +3,14 @@
  * (port_range=, default_gpus_per_task=, master_addr=, bind=, ...). */
 #include "conf.h"
 #include "hostlist.h"
+#include "killfail.h"
 #include "opts.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define CONF_KEYS "port_range, default_gpus_per_task, master_addr, resv_ports, " \
-	"bind, gpu_visibility, gpu_sharing, topology_xml"
+	"bind, gpu_visibility, gpu_sharing, topology_xml, kill_on_fail"
 
 void dpg_conf_init(struct dpg_conf *c)
 {
@@ -23,6 +24,7 @@ void dpg_conf_init(struct dpg_conf *c)
 	c->visibility = DPG_VIS_ORDERED;
 	c->gpu_sharing = false;
 	c->topology_xml[0] = '\0';
+	c->kill_on_fail = true;
 }
 
 static int parse_bool(const char *v, bool *out)
@@ -156,6 +158,8 @@ int dpg_conf_parse_arg(struct dpg_conf *c, const char *arg, struct dpg_err *err)
 		snprintf(c->topology_xml, sizeof(c->topology_xml), "%s", val);
 		return 0;
 	}
+	if (strcmp(key, "kill_on_fail") == 0)
+		return dpg_kill_on_fail_parse(val, "kill_on_fail=", &c->kill_on_fail, err);
 	return dpg_errf(err, "unknown plugstack.conf argument '%s': known keys "
 			"are " CONF_KEYS, dpg_err_quote(key, q, sizeof(q)));
 }
