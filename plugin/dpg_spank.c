@@ -9,7 +9,7 @@
  *                   (SLURM_KILL_BAD_EXIT, before srun
  *                   reads its options)
  *   init_post_opt   conf defaults; srun: the step's secret,   conf defaults
- *                   kill-on-fail cross-checked
+ *                   kill-on-fail cross-checked (a warning)
  *   user_init       -                                        the node's plan (once)
  *   task_init       -                                        the contract + binding
  *                                                            of one task
@@ -225,10 +225,12 @@ static void killfail_early(void)
 	st.kf_known = true;
 }
 
-/* srun, in init_post_opt: srun has read SLURM_KILL_BAD_EXIT; it must be
- * what the parsed options ask for.  The variable is then dropped so that
- * the tasks (and sruns inside them) do not inherit it. */
-static int killfail_check(void)
+/* srun, in init_post_opt: srun has read SLURM_KILL_BAD_EXIT; if the parsed
+ * options ask for something else (an abbreviated option), say so: srun's
+ * decision cannot change any more, and an "optional" plugin's error here
+ * does not stop srun.  The variable is then dropped so that the tasks (and
+ * sruns inside them) do not inherit it. */
+static void killfail_check(void)
 {
 	struct dpg_killfail_in in = {
 		.conf = st.conf.kill_on_fail, .opt = st.kill_opt,
@@ -238,15 +240,12 @@ static int killfail_check(void)
 	struct dpg_err err;
 
 	if (!st.kf_known)
-		return 0;
+		return;
 	if (st.kf_early == DPG_KF_SET)
 		unsetenv(DPG_KILL_BAD_EXIT_VAR);
 	if (dpg_killfail_decide(&in, &late, &err) != 0 ||
-	    dpg_killfail_check(st.kf_early, late, &err) != 0) {
+	    dpg_killfail_check(st.kf_early, late, &err) != 0)
 		slurm_error("dpg: %s", err.msg);
-		return -1;
-	}
-	return 0;
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -333,8 +332,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	    (st.req.verbose || st.req.port != 0))
 		slurm_error("dpg: --dpg-verbose and --dpg-port have no effect "
 			    "without --dpg-gpus-per-task=N");
-	if (spank_context() == S_CTX_LOCAL && killfail_check() != 0)
-		return -1;
+	if (spank_context() == S_CTX_LOCAL)
+		killfail_check();
 	if (spank_context() == S_CTX_LOCAL && active())
 		return make_secret();
 	return 0;

@@ -107,11 +107,13 @@ int dpg_killfail_decide(const struct dpg_killfail_in *in, enum dpg_killfail *out
 int dpg_killfail_check(enum dpg_killfail early, enum dpg_killfail late,
 		       struct dpg_err *err)
 {
+	bool on = early == DPG_KF_SET;
+
 	if (early == late)
 		return 0;
-	return dpg_errf(err, "srun took its kill-on-bad-exit setting before reading "
-			"its options, which now ask for kill-on-fail %s: write "
+	return dpg_errf(err, "kill-on-fail stays %s for this step: srun took it "
+			"before reading its options, which ask for %s; write "
 			"--dpg-kill-on-fail=yes|no and --dpg-gpus-per-task=N in full "
-			"before the program, or say it to srun with -K1 / -K0",
-			late == DPG_KF_SET ? "on" : "off");
+			"before the program, or pass %s to srun",
+			on ? "on" : "off", on ? "off" : "on", on ? "-K0" : "-K1");
 }

@@ -57,9 +57,10 @@ int dpg_killfail_decide(const struct dpg_killfail_in *in, enum dpg_killfail *out
 			struct dpg_err *err);
 
 /* After srun parsed its options: the decision taken early (from the raw
- * command line) must equal the one the parsed options ask for, else srun
- * would do what the user did not ask (e.g. an abbreviated option).  Fails
- * with the remedy in the message. */
+ * command line) should equal the one the parsed options ask for (not so
+ * with an abbreviated option).  Fails when they differ, the message saying
+ * what srun will do and the remedy (nothing can change srun's decision
+ * now, and an "optional" plugin cannot stop srun in init_post_opt). */
 int dpg_killfail_check(enum dpg_killfail early, enum dpg_killfail late,
 		       struct dpg_err *err);
 

@@ -159,10 +159,12 @@ static void test_check(void **state)
 	assert_int_equal(dpg_killfail_check(DPG_KF_SET, DPG_KF_SET, &err), 0);
 	assert_int_equal(dpg_killfail_check(DPG_KF_USER, DPG_KF_USER, &err), 0);
 	assert_int_equal(dpg_killfail_check(DPG_KF_SET, DPG_KF_OFF, &err), -1);
-	assert_contains(err.msg, "kill-on-fail off");
-	assert_contains(err.msg, "-K0");
+	assert_contains(err.msg, "kill-on-fail stays on for this step");
+	assert_contains(err.msg, "ask for off");
+	assert_contains(err.msg, "pass -K0");
 	assert_int_equal(dpg_killfail_check(DPG_KF_OFF, DPG_KF_SET, &err), -1);
-	assert_contains(err.msg, "kill-on-fail on");
+	assert_contains(err.msg, "kill-on-fail stays off for this step");
+	assert_contains(err.msg, "pass -K1");
 }
 
 static void test_conf_key(void **state)
