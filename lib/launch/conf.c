@@ -3,7 +3,6 @@
  * (port_range=, default_gpus_per_task=, master_addr=, bind=, ...). */
 #include "conf.h"
 #include "hostlist.h"
-#include "killfail.h"
 #include "opts.h"
 
 #include <stdio.h>
@@ -158,8 +157,12 @@ int dpg_conf_parse_arg(struct dpg_conf *c, const char *arg, struct dpg_err *err)
 		snprintf(c->topology_xml, sizeof(c->topology_xml), "%s", val);
 		return 0;
 	}
-	if (strcmp(key, "kill_on_fail") == 0)
-		return dpg_kill_on_fail_parse(val, "kill_on_fail=", &c->kill_on_fail, err);
+	if (strcmp(key, "kill_on_fail") == 0) {
+		if (parse_bool(val, &c->kill_on_fail) != 0)
+			return dpg_errf(err, "invalid kill_on_fail='%s': expected yes or "
+					"no", dpg_err_quote(val, q, sizeof(q)));
+		return 0;
+	}
 	return dpg_errf(err, "unknown plugstack.conf argument '%s': known keys "
 			"are " CONF_KEYS, dpg_err_quote(key, q, sizeof(q)));
 }
