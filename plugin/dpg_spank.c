@@ -5,8 +5,11 @@
  * Which process runs what (SPANK loads the plugin into each separately):
  *   callback        srun/salloc/sbatch (local, allocator)   slurmstepd (remote)
  *   init            parse plugstack.conf; an error stops     parse; an error is
- *                   the command                              reported by the tasks
- *   init_post_opt   conf defaults; srun: the step's secret    conf defaults
+ *                   the command; srun: kill-on-fail          reported by the tasks
+ *                   (SLURM_KILL_BAD_EXIT, before srun
+ *                   reads its options)
+ *   init_post_opt   conf defaults; srun: the step's secret,   conf defaults
+ *                   kill-on-fail cross-checked (a warning)
  *   user_init       -                                        the node's plan (once)
  *   task_init       -                                        the contract + binding
  *                                                            of one task
@@ -27,6 +30,7 @@
 #include "bindenv.h"
 #include "conf.h"
 #include "contract.h"
+#include "killfail.h"
 #include "netif.h"
 #include "opts.h"
 #include "plan.h"
@@ -36,6 +40,10 @@
 /* deadline of the forked check of the admin's topology XML (hwloc can crash on a
  * malformed one: the crash must stay in the child) */
 #define DPG_TOPO_PARSE_MS 10000
+
+/* srun's command line as slurm_spank_init reads it (kill-on-fail) */
+#define DPG_CMDLINE_BYTES 65536
+#define DPG_CMDLINE_WORDS 4096
 
 SPANK_PLUGIN(dpg, 1);
 
@@ -55,6 +63,13 @@ static struct {
 	/* Slurm's step-level GPU view, before it binds single tasks */
 	char step_gpus[DPG_ENV_VALUE_MAX], step_cvd[DPG_ENV_VALUE_MAX],
 	     step_rvd[DPG_ENV_VALUE_MAX];
+	/* srun only: kill-on-fail as decided in init, and as the parsed
+	 * options ask for (--dpg-kill-on-fail: "yes", "no" or NULL) */
+	enum dpg_killfail kf_early;
+	bool kf_known, kf_user_set;
+	const char *kill_opt;
+	char cmdline[DPG_CMDLINE_BYTES];
+	char *cmd_argv[DPG_CMDLINE_WORDS + 1];
 } st;
 
 static int opt_gpus(int val, const char *optarg, int remote);
@@ -63,6 +78,8 @@ static int opt_port(int val, const char *optarg, int remote);
 static int opt_bind(int val, const char *optarg, int remote);
 static void bind_task(uint32_t id);
 static int opt_visibility(int val, const char *optarg, int remote);
+static int opt_kill(int val, const char *optarg, int remote);
+static bool active(void);
 
 static struct spank_option options[] = {
 	{ "dpg-gpus-per-task", "N",
@@ -80,6 +97,10 @@ static struct spank_option options[] = {
 	{ "dpg-gpu-visibility", "isolate|ordered",
 	  "[dpg] A task sees only its GPUs (isolate) or all the step's GPUs "
 	  "with its own at index LOCAL_RANK (ordered)", 1, 0, opt_visibility },
+	{ "dpg-kill-on-fail", "yes|no",
+	  "[dpg] End the whole step within seconds when one task exits "
+	  "abnormally (yes, the default) or let the others run on (no)", 1, 0,
+	  opt_kill },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -155,6 +176,78 @@ static int opt_visibility(int val, const char *optarg, int remote)
 	return 0;
 }
 
+static int opt_kill(int val, const char *optarg, int remote)
+{
+	struct dpg_err err;
+	bool on;
+
+	(void)val;
+	(void)remote;
+	if (dpg_kill_on_fail_parse(optarg, "--dpg-kill-on-fail", &on, &err) != 0) {
+		slurm_error("dpg: %s", err.msg);
+		return -1;
+	}
+	st.kill_opt = on ? "yes" : "no";
+	return 0;
+}
+
+/* srun, in init: SPANK option callbacks run only after srun has read
+ * SLURM_KILL_BAD_EXIT (Slurm 22.05: spank_init, then _opt_env, then
+ * getopt), so the user's --dpg-kill-on-fail is read here from srun's own
+ * command line (or its SLURM_SPANK_* form) and checked again in
+ * init_post_opt.  srun's -K / -K0 on the command line still win. */
+static void killfail_early(void)
+{
+	struct dpg_killfail_in in = { .conf = st.conf.kill_on_fail };
+	const char *opt, *gpus;
+	struct dpg_err err;
+	int argc = 0;
+
+	if (dpg_cmdline_read("/proc/self/cmdline", st.cmdline, sizeof(st.cmdline),
+			     st.cmd_argv, DPG_CMDLINE_WORDS, &argc, &err) != 0) {
+		slurm_error("dpg: kill-on-fail not set (srun -K does it): %s", err.msg);
+		return;
+	}
+	opt = dpg_argv_option(argc, st.cmd_argv, "dpg-kill-on-fail");
+	gpus = dpg_argv_option(argc, st.cmd_argv, "dpg-gpus-per-task");
+	in.opt = opt != NULL ? opt : getenv(DPG_KILL_ON_FAIL_ENV);
+	in.dpg_step = st.conf.default_gpus_per_task >= 0 || gpus != NULL ||
+		      getenv(DPG_GPUS_PER_TASK_ENV) != NULL;
+	in.user_set = getenv(DPG_KILL_BAD_EXIT_VAR) != NULL;
+	if (dpg_killfail_decide(&in, &st.kf_early, &err) != 0)
+		return;	/* the option's callback rejects the value */
+	if (st.kf_early == DPG_KF_SET &&
+	    setenv(DPG_KILL_BAD_EXIT_VAR, "1", 0) != 0) {
+		slurm_error("dpg: kill-on-fail not set: setenv: %s", strerror(errno));
+		return;
+	}
+	st.kf_user_set = in.user_set;
+	st.kf_known = true;
+}
+
+/* srun, in init_post_opt: srun has read SLURM_KILL_BAD_EXIT; if the parsed
+ * options ask for something else (an abbreviated option), say so: srun's
+ * decision cannot change any more, and an "optional" plugin's error here
+ * does not stop srun.  The variable is then dropped so that the tasks (and
+ * sruns inside them) do not inherit it. */
+static void killfail_check(void)
+{
+	struct dpg_killfail_in in = {
+		.conf = st.conf.kill_on_fail, .opt = st.kill_opt,
+		.dpg_step = active(), .user_set = st.kf_user_set,
+	};
+	enum dpg_killfail late;
+	struct dpg_err err;
+
+	if (!st.kf_known)
+		return;
+	if (st.kf_early == DPG_KF_SET)
+		unsetenv(DPG_KILL_BAD_EXIT_VAR);
+	if (dpg_killfail_decide(&in, &late, &err) != 0 ||
+	    dpg_killfail_check(st.kf_early, late, &err) != 0)
+		slurm_error("dpg: %s", err.msg);
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	spank_context_t ctx = spank_context();
@@ -173,6 +266,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	}
 	if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE)
 		return 0;
+	if (ctx == S_CTX_LOCAL)
+		killfail_early();
 	for (struct spank_option *o = options; o->name != NULL; o++) {
 		spank_err_t rc = spank_option_register(sp, o);
 
@@ -237,6 +332,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	    (st.req.verbose || st.req.port != 0))
 		slurm_error("dpg: --dpg-verbose and --dpg-port have no effect "
 			    "without --dpg-gpus-per-task=N");
+	if (spank_context() == S_CTX_LOCAL)
+		killfail_check();
 	if (spank_context() == S_CTX_LOCAL && active())
 		return make_secret();
 	return 0;

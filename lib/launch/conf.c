@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define CONF_KEYS "port_range, default_gpus_per_task, master_addr, resv_ports, " \
-	"bind, gpu_visibility, gpu_sharing, topology_xml"
+	"bind, gpu_visibility, gpu_sharing, topology_xml, kill_on_fail"
 
 void dpg_conf_init(struct dpg_conf *c)
 {
@@ -23,6 +23,7 @@ void dpg_conf_init(struct dpg_conf *c)
 	c->visibility = DPG_VIS_ORDERED;
 	c->gpu_sharing = false;
 	c->topology_xml[0] = '\0';
+	c->kill_on_fail = true;
 }
 
 static int parse_bool(const char *v, bool *out)
@@ -154,6 +155,12 @@ int dpg_conf_parse_arg(struct dpg_conf *c, const char *arg, struct dpg_err *err)
 					dpg_err_quote(val, q, sizeof(q)),
 					sizeof(c->topology_xml));
 		snprintf(c->topology_xml, sizeof(c->topology_xml), "%s", val);
+		return 0;
+	}
+	if (strcmp(key, "kill_on_fail") == 0) {
+		if (parse_bool(val, &c->kill_on_fail) != 0)
+			return dpg_errf(err, "invalid kill_on_fail='%s': expected yes or "
+					"no", dpg_err_quote(val, q, sizeof(q)));
 		return 0;
 	}
 	return dpg_errf(err, "unknown plugstack.conf argument '%s': known keys "

@@ -12,7 +12,11 @@
  * (default 3) that waits DPG_E2E_KILL_DELAY_US (default 2000 us) while the
  * main thread is inside the allreduce, writes the CLOCK_REALTIME of its death
  * to DPG_E2E_DEATH (if set; on a file system every node sees) and raises
- * SIGKILL.
+ * SIGKILL.  With DPG_E2E_HOLD_S=S (default 0) the other ranks spend S
+ * seconds computing (sleeping) right before allreduce #DPG_E2E_KILL_AT,
+ * printing "E2E-HOLD rank R for S s" before and "E2E-HELD rank R" after:
+ * the victim dies while no survivor is inside a collective (fast fail:
+ * only srun can end them before they wake).
  *
  * Output (stdout, one line each, parsed by run.sh):
  *   E2E-OK rank R host H iters N avg_ms X            all iterations passed
@@ -96,6 +100,7 @@ int main(void)
 	long iters = env_long("DPG_E2E_ITERS", 50);
 	long victim = env_long("DPG_E2E_VICTIM", -1);
 	long kill_at = env_long("DPG_E2E_KILL_AT", 3);
+	long hold_s = env_long("DPG_E2E_HOLD_S", 0);
 	struct victim v = { .delay_us = env_long("DPG_E2E_KILL_DELAY_US", 2000),
 			    .death_file = getenv("DPG_E2E_DEATH") };
 	dpg_init_opts_t opts;
@@ -142,6 +147,11 @@ int main(void)
 				fprintf(stderr, "coll_victim: pthread_create failed\n");
 				raise(SIGKILL);
 			}
+		}
+		if (victim >= 0 && rank != victim && i == kill_at && hold_s > 0) {
+			printf("E2E-HOLD rank %d for %ld s\n", rank, hold_s);
+			sleep((unsigned)hold_s);
+			printf("E2E-HELD rank %d\n", rank);
 		}
 		t0 = now_mono();
 		st = dpg_allreduce(dpg_world(ctx), buf, buf, (size_t)count, DPG_F32,

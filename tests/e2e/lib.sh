@@ -149,3 +149,12 @@ e2e_pick_ports() {
 		export NETNS_NET
 	fi
 }
+
+# c_no_drain: a case: no node is drained or down (after the cases before it)
+c_no_drain() {
+	local states
+	states=$(sinfo -h -o '%T %N' | tr '\n' ' ')
+	echo "sinfo: $states"
+	! grep -qiE 'drain|down|fail|not_resp' <<<"$states" || fail "nodes are: $states" || return 1
+	note "$states"
+}

@@ -688,6 +688,9 @@ fi
 # PyTorch 2.x, Lightning, Accelerate, JAX from the PyPI environment
 . "$E2E_DIR/clients.sh"
 clients_cases
+# long jobs: fast fail (a rank killed ends the step)
+. "$E2E_DIR/longjobs.sh"
+longjobs_cases
 
 # --- the batch jobs submitted at the start
 c_batch() { # NAME
@@ -1008,13 +1011,6 @@ pcase "resv_ports=no in plugstack: formula even with reserved ports" \
 	"${PLAN[@]}" --conf "resv_ports=no" -- st -N3 -n3 "${G[@]}" --dpg-verbose "$T"
 
 # ============================================================ done
-c_no_drain() { # nothing above may have drained or downed a node
-	local states
-	states=$(sinfo -h -o '%T %N' | tr '\n' ' ')
-	echo "sinfo: $states"
-	! grep -qiE 'drain|down|fail|not_resp' <<<"$states" || fail "nodes are: $states" || return 1
-	note "$states"
-}
 run_case "no node drained or down after all cases" c_no_drain
 # a node taken away: last, since it releases the allocation and leaves n3 down
 . "$E2E_DIR/shrink.sh"
