@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -32,6 +33,7 @@
 #include "plan.h"
 #include "portcheck.h"
 #include "topo.h"
+#include "topocache.h"
 
 /* deadline of the forked check of the admin's topology XML (hwloc can crash on a
  * malformed one: the crash must stay in the child) */
@@ -49,6 +51,8 @@ static struct {
 	struct dpg_env env;	/* scratch for one task (too big for a stack) */
 	/* remote only: the node's binding plan, made once in user_init */
 	struct dpg_plan *plan;
+	const char *topo_how;		/* "live", "cached", "xml" */
+	double plan_ms;			/* topology + plan, in user_init */
 	bool plan_failed;
 	char plan_error[DPG_ERR_MSG_MAX];
 	char ifname[IF_NAMESIZE];	/* interface carrying MASTER_ADDR */
@@ -403,8 +407,40 @@ static void plan_fail(const char *what, const struct dpg_err *why)
 	memcpy(st.plan_error, e.msg, sizeof(st.plan_error));
 }
 
-/* Once per node and step: discover the node (or read the admin's cached
- * XML) and plan every local task's GPUs, NICs and CPUs. */
+/* The node's topology: the admin's XML, else the node's cache (saved by the
+ * first step after a boot; only root writes it), else live discovery. */
+static int load_topology(struct dpg_topo **topo, struct dpg_err *err)
+{
+	struct dpg_topo_cache_cfg cc = {
+		.dir = st.conf.topology_cache, .owner = 0, .may_write = geteuid() == 0,
+		.root = NULL, .timeout_ms = DPG_TOPO_PARSE_MS,
+	};
+	char note[DPG_ERR_MSG_MAX + 64];
+	bool hit = false;
+
+	if (st.conf.topology_xml[0] != '\0') {
+		st.topo_how = "xml";
+		return dpg_topo_load_xml_isolated(st.conf.topology_xml, DPG_TOPO_PARSE_MS,
+						  topo, err);
+	}
+	if (dpg_topo_load_cached(&cc, topo, &hit, note, sizeof(note), err) != 0)
+		return -1;
+	if (note[0] != '\0')
+		slurm_info("dpg: %s", note);
+	st.topo_how = hit ? "cached" : "live";
+	return 0;
+}
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Once per node and step: load the node's topology and plan every local
+ * task's GPUs, NICs and CPUs. */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	struct dpg_plan_req preq = { 0 };
@@ -416,6 +452,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	static char cpus[DPG_CPUSET_STR_MAX];
 	const char *gpus;
 	bool live = st.conf.topology_xml[0] == '\0';
+	double t0 = mono_ms();
 
 	(void)ac;
 	(void)av;
@@ -429,8 +466,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		plan_fail("binding", &err);
 		return 0;
 	}
-	if (live ? dpg_topo_load_live(&topo, &err) != 0 :
-	    dpg_topo_load_xml_isolated(st.conf.topology_xml, DPG_TOPO_PARSE_MS, &topo, &err) != 0) {
+	if (load_topology(&topo, &err) != 0) {
 		plan_fail("topology", &err);
 		return 0;
 	}
@@ -448,6 +484,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	if (dpg_plan_make(topo, &preq, &st.plan, &err) != 0)
 		plan_fail("binding", &err);
 	dpg_topo_free(topo);
+	st.plan_ms = mono_ms() - t0;
 	if (dpg_step_from_env(task_getenv, env, &st.conf, &st.req, &step, &err) == 0)
 		(void)dpg_route_ifname(step.master_addr, st.ifname, sizeof(st.ifname),
 				       NULL);	/* best effort: "" on failure */
