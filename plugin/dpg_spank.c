@@ -272,6 +272,20 @@ static void check_port_free(const struct dpg_step *s, const struct dpg_task *t)
 			    "port", (unsigned)s->master_port, t->node);
 }
 
+/* --dpg-verbose: libdpg prints its startup line (DPG_VERBOSE, unless the
+ * user set it) with this node's planning time and topology source. */
+static void export_startup(spank_t sp)
+{
+	char v[64];
+
+	if (spank_getenv(sp, DPG_VAR_VERBOSE, v, sizeof(v)) == ESPANK_ENV_NOEXIST)
+		(void)spank_setenv(sp, DPG_VAR_VERBOSE, "1", 1);
+	if (st.topo_how == NULL)
+		return;
+	snprintf(v, sizeof(v), "%.3f %s", st.plan_ms, st.topo_how);
+	(void)spank_setenv(sp, DPG_VAR_STARTUP_PLAN, v, 1);
+}
+
 static int export_contract(spank_t sp)
 {
 	struct dpg_step step;
@@ -337,6 +351,8 @@ static int export_contract(spank_t sp)
 		}
 	}
 	bind_task(task.local_rank);
+	if (st.req.verbose)
+		export_startup(sp);
 	if (task.rank == 0 && st.env.notice[0] != '\0')
 		slurm_info("%s", st.env.notice);
 	if (task.rank == 0)
