@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define OPEN_DIR (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+#define OPEN_DIR_CLOEXEC (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
 /* ------------------------------------------------------------ directory */
 
@@ -44,13 +44,13 @@ static int open_component(int fd, const char *name, const char *path, bool creat
 {
 	char q[200];
 
-	*nfd = openat(fd, name, OPEN_DIR);
+	*nfd = openat(fd, name, OPEN_DIR_CLOEXEC);
 	if (*nfd < 0 && errno == ENOENT && create) {
 		if (mkdirat(fd, name, last ? 0700 : 0755) != 0 && errno != EEXIST)
 			return dpg_errs(err, DPG_ERR_SYSTEM, "topology cache: cannot create "
 					"\"%s\": %s", dpg_err_quote(path, q, sizeof(q)),
 					strerror(errno));
-		*nfd = openat(fd, name, OPEN_DIR);
+		*nfd = openat(fd, name, OPEN_DIR_CLOEXEC);
 	}
 	if (*nfd >= 0)
 		return 0;
@@ -77,7 +77,7 @@ int dpg_topo_cache_dir_open(const char *dir, uid_t owner, bool create, int *fd,
 		return dpg_errf(err, "topology cache: \"%.200s\" is not an absolute path "
 				"shorter than %zu bytes", dir ? dir : "", sizeof(path));
 	snprintf(path, sizeof(path), "%s", dir);
-	cur = open("/", OPEN_DIR);
+	cur = open("/", OPEN_DIR_CLOEXEC);
 	if (cur < 0)
 		return dpg_errs(err, DPG_ERR_SYSTEM, "topology cache: cannot open /: %s",
 				strerror(errno));

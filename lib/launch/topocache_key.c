@@ -6,9 +6,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hwloc.h>
 
@@ -71,14 +73,20 @@ static int pci_names(const char *root, char ***names, size_t *n, struct dpg_err 
 	struct dirent *d;
 	size_t cap = 0;
 	DIR *dir;
+	int fd;
 
 	*names = NULL;
 	*n = 0;
 	snprintf(path, sizeof(path), "%s/sys/bus/pci/devices", root);
-	dir = opendir(path);
-	if (dir == NULL)
-		return errno == ENOENT ? 0 : dpg_errf(err, "cannot list %s: %s", path,
-						      strerror(errno));
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (dir == NULL) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
+		return e == ENOENT ? 0 : dpg_errf(err, "cannot list %s: %s", path, strerror(e));
+	}
 	while ((d = readdir(dir)) != NULL) {
 		if (d->d_name[0] == '.')
 			continue;
