@@ -43,9 +43,11 @@ static int try_hit(struct cached *w, struct dpg_topo **out)
 			return 1;
 		}
 		free(xml);
-		note(w, "topology cache corrupt, discarded and rebuilt", &e);
+		note(w, w->c->may_write ? "topology cache corrupt, discarded and rebuilt" :
+		     "topology cache corrupt, not used", &e);
 	} else if (rc < 0) {
-		note(w, "topology cache discarded and rebuilt", &e);
+		note(w, w->c->may_write ? "topology cache discarded and rebuilt" :
+		     "topology cache not used", &e);
 	}
 	if (rc != 0 && w->c->may_write && dpg_topo_cache_discard(w->dirfd, &e) != 0)
 		note(w, "topology cache", &e);
