@@ -9,8 +9,11 @@
 # of each variant, interleaved and in rotating order so that drift and
 # warm-up hit every variant alike:
 #   plugin  : plugstack "optional dpg.so", srun -N3 -n6 --dpg-gpus-per-task=0 true
-#             (the defaults: every node discovers its LIVE topology with hwloc
-#             once per step, plans, and binds each task: bind=closest)
+#             (the defaults: every node loads its topology from the node's
+#             cache, /var/cache/dpg/topology, saved by the first step after a
+#             boot; plans, and binds each task: bind=closest)
+#   live    : plugstack "optional dpg.so topology_cache=no", --dpg-gpus-per-task=0
+#             (every step discovers the LIVE topology with hwloc)
 #   empty   : EMPTY plugstack.conf,        srun -N3 -n6 true
 #   loaded  : plugstack "optional dpg.so", srun -N3 -n6 true   (plugin loaded, not asked)
 #   nobind  : plugstack "optional dpg.so bind=none", --dpg-gpus-per-task=0 (live
@@ -27,7 +30,7 @@
 # --smoke (or SMOKE=1): RUNS=3, WARMUP=1.
 # Knobs: PLUGIN_SO (default BUILD/.libs/dpg.so, BUILD as in bench/lib.sh:
 # build/werror or build/dev of this tree), RUNS (30),
-# WARMUP (3 per variant, untimed), VARIANTS ("plugin empty loaded nobind xml"),
+# WARMUP (3 per variant, untimed), VARIANTS ("plugin live empty loaded nobind xml"),
 # TOPO_XML (the xml variant's file), NETNS=1, RAW_OUT=FILE (keep raw samples),
 # any minicluster.sh knob.  Needs root and slurmctld slurmd slurm-client munge.
 set -uo pipefail
@@ -45,7 +48,7 @@ if [ "$SMOKE" = 1 ]; then RUNS=${RUNS:-3}; WARMUP=${WARMUP:-1}; fi
 RUNS=${RUNS:-30}
 WARMUP=${WARMUP:-3}
 TOPO_XML=${TOPO_XML:-$TOP/tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml}
-read -r -a VARIANTS <<<"${VARIANTS:-plugin empty loaded nobind xml}"
+read -r -a VARIANTS <<<"${VARIANTS:-plugin live empty loaded nobind xml}"
 [ -n "${PLUGIN_SO:-}" ] || { bench_build; PLUGIN_SO=$BUILD/.libs/dpg.so; }
 [ -f "$PLUGIN_SO" ] || { echo "launch_overhead: no plugin at PLUGIN_SO=$PLUGIN_SO (configure with Slurm, then make)" >&2; exit 2; }
 PLUGIN_SO=$(cd "$(dirname "$PLUGIN_SO")" && pwd)/$(basename "$PLUGIN_SO")
@@ -75,6 +78,7 @@ J=$(salloc -N3 -n6 --no-shell -J bench 2>&1 | sed -n 's/.*Granted job allocation
 prepare() { # VARIANT: write its plugstack.conf, print its srun options
 	case $1 in
 	plugin) echo "$WITH" >"$LAB/plugstack.conf"; echo --dpg-gpus-per-task=0;;
+	live) echo "$WITH topology_cache=no" >"$LAB/plugstack.conf"; echo --dpg-gpus-per-task=0;;
 	loaded) echo "$WITH" >"$LAB/plugstack.conf";;
 	empty) : >"$LAB/plugstack.conf";;
 	nobind) echo "$WITH bind=none" >"$LAB/plugstack.conf"; echo --dpg-gpus-per-task=0;;
@@ -85,6 +89,7 @@ prepare() { # VARIANT: write its plugstack.conf, print its srun options
 [ -r "$TOPO_XML" ] || { echo "launch_overhead: no TOPO_XML=$TOPO_XML" >&2; exit 2; }
 
 declare -A SANITY
+CACHE=/var/cache/dpg/topology/topology.cache   # the default topology_cache=
 # sanity: each variant really does what it says (contract, binding, or nothing)
 probe='echo "$RANK|${DPG_CPUS-}|${OMP_NUM_THREADS-}|$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
 free=$(: >"$LAB/plugstack.conf"; srun --jobid="$J" --overlap -N1 -n1 bash -c "$probe" | cut -d'|' -f4)
@@ -96,11 +101,12 @@ for v in "${VARIANTS[@]}"; do
 	bound=$(awk -F'|' -v f="$free" '$4 != f' <<<"$out" | wc -l)
 	warn=$(grep -c 'dpg: ' "$LAB/probe.err")
 	case $v in
-	plugin|xml) want_r=6; [ "$bound" -gt 0 ] || { echo "launch_overhead: $v: no task bound:" >&2; echo "$out" >&2; exit 1; };;
+	plugin|live|xml) want_r=6; [ "$bound" -gt 0 ] || { echo "launch_overhead: $v: no task bound:" >&2; echo "$out" >&2; exit 1; };;
 	nobind) want_r=6; [ "$bound" = 0 ] || { echo "launch_overhead: $v: tasks bound" >&2; exit 1; };;
 	*) want_r=0; [ "$bound" = 0 ] || { echo "launch_overhead: $v: tasks bound" >&2; exit 1; };;
 	esac
 	[ "$ranks" = $want_r ] || { echo "launch_overhead: $v: $ranks tasks with RANK, expected $want_r" >&2; echo "$out" >&2; exit 1; }
+	[ "$v" = plugin ] && { [ -f "$CACHE" ] || { echo "launch_overhead: plugin: no topology cache $CACHE after a step" >&2; exit 1; }; }
 	t0=$(sort -t'|' -k1,1n <<<"$out" | head -1)
 	SANITY[$v]="$ranks/6 with RANK, $bound/6 bound, $warn 'dpg:' stderr lines; rank 0: DPG_CPUS=$(cut -d'|' -f2 <<<"$t0") OMP_NUM_THREADS=$(cut -d'|' -f3 <<<"$t0") affinity $(cut -d'|' -f4 <<<"$t0")"
 done
@@ -155,8 +161,9 @@ ratio() { # A B: "ratio A/B: median R (+D ms), mean R (+D ms)"
 	awk -v a="$1" -v b="$2" -v am="${MED[$1]}" -v bm="${MED[$2]}" -v aa="${MEAN[$1]}" -v ba="${MEAN[$2]}" 'BEGIN {
 		printf "ratio %s/%s: median %.3f (%+.1f ms), mean %.3f (%+.1f ms)\n", a, b, am / bm, am - bm, aa / ba, aa - ba }'
 }
-for v in plugin loaded nobind xml; do ratio $v empty; done
+for v in plugin live xml loaded nobind; do ratio $v empty; done
 ratio plugin nobind   # what sched_setaffinity adds
-ratio xml plugin      # cached XML vs live discovery
+ratio plugin live     # the node's topology cache vs live discovery
+ratio xml live        # the admin's XML vs live discovery
 [ -s "$LAB/launch.err" ] && echo "# srun stderr during the timed runs: $(wc -l <"$LAB/launch.err") lines, e.g. $(head -1 "$LAB/launch.err")"
 exit 0

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -36,6 +37,7 @@
 #include "plan.h"
 #include "portcheck.h"
 #include "topo.h"
+#include "topocache.h"
 
 /* deadline of the forked check of the admin's topology XML (hwloc can crash on a
  * malformed one: the crash must stay in the child) */
@@ -57,6 +59,8 @@ static struct {
 	struct dpg_env env;	/* scratch for one task (too big for a stack) */
 	/* remote only: the node's binding plan, made once in user_init */
 	struct dpg_plan *plan;
+	const char *topo_how;		/* "live", "cached", "xml" */
+	double plan_ms;			/* topology + plan, in user_init */
 	bool plan_failed;
 	char plan_error[DPG_ERR_MSG_MAX];
 	char ifname[IF_NAMESIZE];	/* interface carrying MASTER_ADDR */
@@ -365,6 +369,20 @@ static void check_port_free(const struct dpg_step *s, const struct dpg_task *t)
 			    "port", (unsigned)s->master_port, t->node);
 }
 
+/* --dpg-verbose: libdpg prints its startup line (DPG_VERBOSE, unless the
+ * user set it) with this node's planning time and topology source. */
+static void export_startup(spank_t sp)
+{
+	char v[64];
+
+	if (spank_getenv(sp, DPG_VAR_VERBOSE, v, sizeof(v)) == ESPANK_ENV_NOEXIST)
+		(void)spank_setenv(sp, DPG_VAR_VERBOSE, "1", 1);
+	if (st.topo_how == NULL)
+		return;
+	snprintf(v, sizeof(v), "%.3f %s", st.plan_ms, st.topo_how);
+	(void)spank_setenv(sp, DPG_VAR_STARTUP_PLAN, v, 1);
+}
+
 static int export_contract(spank_t sp)
 {
 	struct dpg_step step;
@@ -430,6 +448,8 @@ static int export_contract(spank_t sp)
 		}
 	}
 	bind_task(task.local_rank);
+	if (st.req.verbose)
+		export_startup(sp);
 	if (task.rank == 0 && st.env.notice[0] != '\0')
 		slurm_info("%s", st.env.notice);
 	if (task.rank == 0)
@@ -500,8 +520,40 @@ static void plan_fail(const char *what, const struct dpg_err *why)
 	memcpy(st.plan_error, e.msg, sizeof(st.plan_error));
 }
 
-/* Once per node and step: discover the node (or read the admin's cached
- * XML) and plan every local task's GPUs, NICs and CPUs. */
+/* The node's topology: the admin's XML, else the node's cache (saved by the
+ * first step after a boot; only root writes it), else live discovery. */
+static int load_topology(struct dpg_topo **topo, struct dpg_err *err)
+{
+	struct dpg_topo_cache_cfg cc = {
+		.dir = st.conf.topology_cache, .owner = 0, .may_write = geteuid() == 0,
+		.root = NULL, .timeout_ms = DPG_TOPO_PARSE_MS,
+	};
+	char note[DPG_ERR_MSG_MAX + 64];
+	bool hit = false;
+
+	if (st.conf.topology_xml[0] != '\0') {
+		st.topo_how = "xml";
+		return dpg_topo_load_xml_isolated(st.conf.topology_xml, DPG_TOPO_PARSE_MS,
+						  topo, err);
+	}
+	if (dpg_topo_load_cached(&cc, topo, &hit, note, sizeof(note), err) != 0)
+		return -1;
+	if (note[0] != '\0')
+		slurm_info("dpg: %s", note);
+	st.topo_how = hit ? "cached" : "live";
+	return 0;
+}
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Once per node and step: load the node's topology and plan every local
+ * task's GPUs, NICs and CPUs. */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	struct dpg_plan_req preq = { 0 };
@@ -513,6 +565,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	static char cpus[DPG_CPUSET_STR_MAX];
 	const char *gpus;
 	bool live = st.conf.topology_xml[0] == '\0';
+	double t0 = mono_ms();
 
 	(void)ac;
 	(void)av;
@@ -526,8 +579,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		plan_fail("binding", &err);
 		return 0;
 	}
-	if (live ? dpg_topo_load_live(&topo, &err) != 0 :
-	    dpg_topo_load_xml_isolated(st.conf.topology_xml, DPG_TOPO_PARSE_MS, &topo, &err) != 0) {
+	if (load_topology(&topo, &err) != 0) {
 		plan_fail("topology", &err);
 		return 0;
 	}
@@ -545,6 +597,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	if (dpg_plan_make(topo, &preq, &st.plan, &err) != 0)
 		plan_fail("binding", &err);
 	dpg_topo_free(topo);
+	st.plan_ms = mono_ms() - t0;
 	if (dpg_step_from_env(task_getenv, env, &st.conf, &st.req, &step, &err) == 0)
 		(void)dpg_route_ifname(step.master_addr, st.ifname, sizeof(st.ifname),
 				       NULL);	/* best effort: "" on failure */

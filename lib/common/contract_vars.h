@@ -41,6 +41,11 @@
 #define DPG_VAR_GPU_VISIBILITY "DPG_GPU_VISIBILITY"
 #define DPG_VAR_OWNED "DPG_OWNED"
 #define DPG_VAR_SECRET "DPG_SECRET"
+/* --dpg-verbose: libdpg prints its startup line (startup.h) ... */
+#define DPG_VAR_VERBOSE "DPG_VERBOSE"
+/* ... with the plugin's planning time on this node: "MS HOW" (HOW: live,
+ * cached or xml, where its topology came from), e.g. "2.134 cached" */
+#define DPG_VAR_STARTUP_PLAN "DPG_STARTUP_PLAN"
 /* the secret's name between srun and slurmstepd (srun --export=NONE still
  * carries SLURM_* variables; task_init renames it to DPG_VAR_SECRET) */
 #define DPG_VAR_SECRET_TRANSIT "SLURM_DPG_SECRET"

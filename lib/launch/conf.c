@@ -4,12 +4,13 @@
 #include "conf.h"
 #include "hostlist.h"
 #include "opts.h"
+#include "topocache.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define CONF_KEYS "port_range, default_gpus_per_task, master_addr, resv_ports, " \
-	"bind, gpu_visibility, gpu_sharing, topology_xml, kill_on_fail"
+	"bind, gpu_visibility, gpu_sharing, topology_xml, topology_cache, kill_on_fail"
 
 void dpg_conf_init(struct dpg_conf *c)
 {
@@ -24,6 +25,7 @@ void dpg_conf_init(struct dpg_conf *c)
 	c->gpu_sharing = false;
 	c->topology_xml[0] = '\0';
 	c->kill_on_fail = true;
+	snprintf(c->topology_cache, sizeof(c->topology_cache), "%s", DPG_TOPO_CACHE_DEFAULT);
 }
 
 static int parse_bool(const char *v, bool *out)
@@ -161,6 +163,22 @@ int dpg_conf_parse_arg(struct dpg_conf *c, const char *arg, struct dpg_err *err)
 		if (parse_bool(val, &c->kill_on_fail) != 0)
 			return dpg_errf(err, "invalid kill_on_fail='%s': expected yes or "
 					"no", dpg_err_quote(val, q, sizeof(q)));
+		return 0;
+	}
+	if (strcmp(key, "topology_cache") == 0) {
+		bool on;
+
+		if (parse_bool(val, &on) == 0 && !on) {
+			c->topology_cache[0] = '\0';
+			return 0;
+		}
+		if (val[0] != '/' || strlen(val) >= sizeof(c->topology_cache) ||
+		    strstr(val, "/../") != NULL || strstr(val, "/./") != NULL)
+			return dpg_errf(err, "invalid topology_cache='%s': expected no or "
+					"an absolute directory path (no . or ..) shorter "
+					"than %zu bytes", dpg_err_quote(val, q, sizeof(q)),
+					sizeof(c->topology_cache));
+		snprintf(c->topology_cache, sizeof(c->topology_cache), "%s", val);
 		return 0;
 	}
 	return dpg_errf(err, "unknown plugstack.conf argument '%s': known keys "

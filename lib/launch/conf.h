@@ -27,6 +27,7 @@ struct dpg_conf {
 	bool gpu_sharing;		/* gpu_sharing=yes|no */
 	char topology_xml[DPG_PATH_MAX];	/* topology_xml=PATH ("" = discover) */
 	bool kill_on_fail;		/* kill_on_fail=yes|no (killfail.h) */
+	char topology_cache[DPG_PATH_MAX];	/* topology_cache=DIR|no ("" = no) */
 };
 
 /* Fill c with the documented defaults. */

@@ -10,6 +10,8 @@ libdpglaunch_la_SOURCES = \
 	lib/launch/contract.c lib/launch/contract.h \
 	lib/launch/cpuset.c lib/launch/cpuset.h \
 	lib/launch/topo.c lib/launch/topo.h \
+	lib/launch/topocache.c lib/launch/topocache.h lib/launch/topocache_key.c \
+	lib/launch/topocache_load.c \
 	lib/launch/plan.c lib/launch/plan.h lib/launch/plan_fmt.c \
 	lib/launch/gpuvis.c lib/launch/gpuvis.h \
 	lib/launch/bindenv.c lib/launch/bindenv.h

@@ -682,13 +682,20 @@ out:
 	return rc;
 }
 
-static int setup(hwloc_topology_t *h, struct dpg_err *err)
+/* this_system: an XML of this very machine (the node's cache), whose
+ * allowed cpuset must come from this process, not from the saved file. */
+static int setup_flags(hwloc_topology_t *h, bool this_system, struct dpg_err *err)
 {
+	unsigned long flags = HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED;
+
+	if (this_system)
+		flags |= HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+			 HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES;
 	if (hwloc_topology_init(h) != 0)
 		return dpg_errf(err, "hwloc_topology_init failed: %s", strerror(errno));
 	/* see every PU (reserved ones too: intersected with allowed later) and
 	 * keep the I/O objects, which XML loading drops by default */
-	if (hwloc_topology_set_flags(*h, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0 ||
+	if (hwloc_topology_set_flags(*h, flags) != 0 ||
 	    hwloc_topology_set_io_types_filter(*h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0 ||
 	    /* every PCI function: our class checks decide, not hwloc's list */
 	    hwloc_topology_set_type_filter(*h, HWLOC_OBJ_PCI_DEVICE,
@@ -699,6 +706,11 @@ static int setup(hwloc_topology_t *h, struct dpg_err *err)
 		return dpg_errf(err, "hwloc configuration failed: %s", strerror(e));
 	}
 	return 0;
+}
+
+static int setup(hwloc_topology_t *h, struct dpg_err *err)
+{
+	return setup_flags(h, false, err);
 }
 
 /* Why a load failed: hwloc 2.x cannot read the XML v3 that hwloc 3 writes. */
@@ -761,8 +773,8 @@ int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
 	return rc;
 }
 
-int dpg_topo_load_xml_buffer(const char *buf, size_t len, struct dpg_topo **out,
-			     struct dpg_err *err)
+static int load_buffer(const char *buf, size_t len, bool this_system,
+		       const char *source, struct dpg_topo **out, struct dpg_err *err)
 {
 	hwloc_topology_t h;
 	char *copy;
@@ -782,7 +794,7 @@ int dpg_topo_load_xml_buffer(const char *buf, size_t len, struct dpg_topo **out,
 		return dpg_errf(err, "out of memory (%zu-byte XML buffer)", len);
 	memcpy(copy, buf, len);
 	copy[len] = '\0';
-	if (setup(&h, err) != 0) {
+	if (setup_flags(&h, this_system, err) != 0) {
 		free(copy);
 		return -1;
 	}
@@ -794,13 +806,45 @@ int dpg_topo_load_xml_buffer(const char *buf, size_t len, struct dpg_topo **out,
 		free(copy);
 		return rc;
 	}
-	rc = extract(h, "xml-buffer", out, err);
+	rc = extract(h, source, out, err);
 	hwloc_topology_destroy(h);
 	free(copy);
 	return rc;
 }
 
+int dpg_topo_load_xml_buffer(const char *buf, size_t len, struct dpg_topo **out,
+			     struct dpg_err *err)
+{
+	return load_buffer(buf, len, false, "xml-buffer", out, err);
+}
+
+#if HWLOC_API_VERSION >= 0x00020100
+/* hwloc's XML text of h in a malloc'd copy (*xml, *len without the NUL). */
+static int export_xml(hwloc_topology_t h, char **xml, size_t *len, struct dpg_err *err)
+{
+	char *b = NULL;
+	int n = 0;
+
+	if (hwloc_topology_export_xmlbuffer(h, &b, &n, 0) != 0 || b == NULL || n <= 1)
+		return dpg_errf(err, "hwloc cannot export the topology as XML: %s",
+				strerror(errno));
+	*xml = malloc((size_t)n);
+	if (*xml != NULL) {
+		memcpy(*xml, b, (size_t)n);
+		*len = strnlen(b, (size_t)n);
+	}
+	hwloc_free_xmlbuffer(h, b);
+	return *xml != NULL ? 0 : dpg_errf(err, "out of memory (%d-byte topology XML)", n);
+}
+#endif
+
 int dpg_topo_load_live(struct dpg_topo **out, struct dpg_err *err)
+{
+	return dpg_topo_load_live_xml(out, NULL, NULL, err);
+}
+
+int dpg_topo_load_live_xml(struct dpg_topo **out, char **xml, size_t *xml_len,
+			   struct dpg_err *err)
 {
 #if HWLOC_API_VERSION >= 0x00020100
 	/* vendor backends open GPU drivers / runtimes: they may hang or
@@ -817,6 +861,8 @@ int dpg_topo_load_live(struct dpg_topo **out, struct dpg_err *err)
 	if (out == NULL)
 		return dpg_errf(err, "dpg_topo_load_live: no output");
 	*out = NULL;
+	if (xml != NULL)
+		*xml = NULL;
 	if (setup(&h, err) != 0)
 		return -1;
 	for (i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
@@ -840,10 +886,17 @@ int dpg_topo_load_live(struct dpg_topo **out, struct dpg_err *err)
 		return dpg_errf(err, "hwloc cannot discover this machine: %s", strerror(e));
 	}
 	rc = extract(h, "live", out, err);
+	if (rc == 0 && xml != NULL && export_xml(h, xml, xml_len, err) != 0) {
+		dpg_topo_free(*out);
+		*out = NULL;
+		rc = -1;
+	}
 	hwloc_topology_destroy(h);
 	return rc;
 #else
 	(void)out;
+	(void)xml;
+	(void)xml_len;
 	return dpg_errf(err, "live topology needs hwloc >= 2.1 (to keep its GPU backends off); use topology_xml=");
 #endif
 }
@@ -858,8 +911,23 @@ static long mono_ms(void)
 	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* What an isolated load reads: a file, or a buffer of this machine's XML. */
+struct xml_src {
+	const char *path;	/* or NULL: buf, len */
+	const char *buf;
+	size_t len;
+	const char *source;	/* the buffer's dpg_topo.source */
+};
+
+static int load_src(const struct xml_src *x, struct dpg_topo **out, struct dpg_err *err)
+{
+	if (x->path != NULL)
+		return dpg_topo_load_xml(x->path, out, err);
+	return load_buffer(x->buf, x->len, true, x->source, out, err);
+}
+
 /* The child: parse, send the verdict ('0' or '1' + message), leave. */
-static void precheck_child(const char *path, int fd)
+static void precheck_child(const struct xml_src *x, int fd)
 {
 	struct dpg_err e = { "" };
 	struct dpg_topo *t = NULL;
@@ -871,7 +939,7 @@ static void precheck_child(const char *path, int fd)
 	 * here: a crash is the verdict */
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_DFL);
-	if (dpg_topo_load_xml(path, &t, &e) == 0) {
+	if (load_src(x, &t, &e) == 0) {
 		dpg_topo_free(t);
 		msg[0] = '0';
 		len = 1;
@@ -919,20 +987,18 @@ static size_t read_verdict(int fd, char *buf, size_t cap, long deadline, int *ti
 	return got;
 }
 
-int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo **out,
-			       struct dpg_err *err)
+/* Parse x in a forked child first (hwloc may crash or spin on a malformed
+ * XML), then load it here. */
+static int load_isolated(const struct xml_src *x, int timeout_ms, struct dpg_topo **out,
+			 struct dpg_err *err)
 {
 	char q[200], buf[1 + DPG_ERR_MSG_MAX];
+	const char *name = x->path != NULL ? x->path : x->source;
 	int fds[2], st = 0, timed_out;
 	long deadline;
 	size_t got;
 	pid_t pid;
 
-	if (out == NULL)
-		return dpg_errf(err, "dpg_topo_load_xml_isolated: no output");
-	*out = NULL;
-	if (path == NULL || path[0] == '\0')
-		return dpg_errf(err, "topology XML: no file name");
 	if (pipe2(fds, O_CLOEXEC) != 0)
 		return dpg_errf(err, "topology XML: pipe: %s", strerror(errno));
 	pid = fork();
@@ -945,7 +1011,7 @@ int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo
 	}
 	if (pid == 0) {
 		close(fds[0]);
-		precheck_child(path, fds[1]);
+		precheck_child(x, fds[1]);
 	}
 	close(fds[1]);
 	deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
@@ -959,17 +1025,43 @@ int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo
 	if (timed_out)
 		return dpg_errf(err, "topology XML \"%s\": hwloc did not finish parsing it "
 				"within %d ms: regenerate it with lstopo --of xml",
-				dpg_err_quote(path, q, sizeof(q)), timeout_ms);
+				dpg_err_quote(name, q, sizeof(q)), timeout_ms);
 	if (WIFSIGNALED(st))
 		return dpg_errf(err, "topology XML \"%s\" crashed hwloc's parser (signal %d, "
 				"in a child process): the file is malformed; regenerate it "
-				"with lstopo --of xml", dpg_err_quote(path, q, sizeof(q)),
+				"with lstopo --of xml", dpg_err_quote(name, q, sizeof(q)),
 				WTERMSIG(st));
 	if (got >= 1 && buf[0] == '1')
 		return dpg_errf(err, "%s", buf + 1);
 	if (got != 1 || buf[0] != '0' || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		return dpg_errf(err, "topology XML \"%s\": the parsing child failed "
-				"(exit status %d)", dpg_err_quote(path, q, sizeof(q)),
+				"(exit status %d)", dpg_err_quote(name, q, sizeof(q)),
 				WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	return dpg_topo_load_xml(path, out, err);
+	return load_src(x, out, err);
+}
+
+int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo **out,
+			       struct dpg_err *err)
+{
+	struct xml_src x = { .path = path };
+
+	if (out == NULL)
+		return dpg_errf(err, "dpg_topo_load_xml_isolated: no output");
+	*out = NULL;
+	if (path == NULL || path[0] == '\0')
+		return dpg_errf(err, "topology XML: no file name");
+	return load_isolated(&x, timeout_ms, out, err);
+}
+
+int dpg_topo_load_here_isolated(const char *buf, size_t len, const char *source,
+				int timeout_ms, struct dpg_topo **out, struct dpg_err *err)
+{
+	struct xml_src x = { .buf = buf, .len = len, .source = source };
+
+	if (out == NULL)
+		return dpg_errf(err, "dpg_topo_load_here_isolated: no output");
+	*out = NULL;
+	if (buf == NULL || len == 0)
+		return dpg_errf(err, "topology XML \"%s\" is empty", source);
+	return load_isolated(&x, timeout_ms, out, err);
 }

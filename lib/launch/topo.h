@@ -155,6 +155,13 @@ int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
 int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo **out,
 			       struct dpg_err *err);
 
+/* The isolated check and load of dpg_topo_load_xml_isolated, for a buffer
+ * holding an XML export of THIS machine (the node's topology cache): the
+ * allowed cpuset comes from this process (hwloc's THISSYSTEM flags), not
+ * from the file.  source names it in messages and in dpg_topo.source. */
+int dpg_topo_load_here_isolated(const char *buf, size_t len, const char *source,
+				int timeout_ms, struct dpg_topo **out, struct dpg_err *err);
+
 /* Same, from a buffer holding the XML text. */
 int dpg_topo_load_xml_buffer(const char *buf, size_t len,
 			     struct dpg_topo **out, struct dpg_err *err);
@@ -163,6 +170,12 @@ int dpg_topo_load_xml_buffer(const char *buf, size_t len,
  * components are blacklisted (they can hang in slurmstepd); GPUs are found by
  * PCI class alone. */
 int dpg_topo_load_live(struct dpg_topo **out, struct dpg_err *err);
+
+/* dpg_topo_load_live, and hwloc's XML export of what it found in *xml
+ * (malloc'd, NUL-terminated, *xml_len bytes without the NUL; the caller
+ * frees it) when xml is not NULL. */
+int dpg_topo_load_live_xml(struct dpg_topo **out, char **xml, size_t *xml_len,
+			   struct dpg_err *err);
 
 void dpg_topo_free(struct dpg_topo *t);
 

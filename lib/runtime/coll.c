@@ -4,6 +4,7 @@
  * and dpg_all_gather_bytes on top of them (or of the store, on NCCL). */
 
 #include "comm.h"
+#include "clock.h"
 #include "ctx.h"
 #include "runtime.h"
 #include "store.h"	/* DPG_STORE_VALUE_MAX, DPG_STORE_KEY_MAX */
@@ -116,17 +117,51 @@ static dpg_status_t coll_hang(dpg_comm_t *c, dpg_status_t st)
 	return st;
 }
 
+/* The startup line's backend word (startup.h). */
+static const char *backend_name(const struct dpg_ctx *ctx)
+{
+	if (ctx->backend == DPG_BACKEND_NCCL)
+		return "nccl";
+	if (ctx->j.world_size <= 1)
+		return "self";
+	if (ctx->j.num_nodes <= 1)
+		return "shm";
+	return ctx->j.local_world_size > 1 ? "shm+tcp" : "tcp";
+}
+
+/* The first collective of this context is over: with DPG_VERBOSE, rank 0 and
+ * every node leader print the startup line. */
+static void startup_done(struct dpg_ctx *ctx, const char *kind, int64_t t0_ns)
+{
+	struct dpg_startup *s = &ctx->startup;
+	char line[DPG_ERR_MSG_MAX];
+
+	s->done = true;
+	s->first_ms = dpg_startup_ms(t0_ns, dpg_now_ns());
+	snprintf(s->first_kind, sizeof(s->first_kind), "%s", kind);
+	if (!s->verbose || (ctx->j.rank != 0 && ctx->j.local_rank > 0))
+		return;
+	if (dpg_startup_format(s, ctx->j.rank, ctx->node, backend_name(ctx), line,
+			       sizeof(line)) == 0) {
+		fprintf(stderr, "%s\n", line);
+		fflush(stderr);
+	}
+}
+
 /* Run a checked call: its sequence number, the record of it (track.h), the
  * backend, the failure. */
 static dpg_status_t coll_run(dpg_comm_t *c, const struct coll_call *a)
 {
 	struct dpg_err e = { { 0 } };
 	uint64_t seq = c->seq;
+	int64_t t_start = c->ctx->startup.done ? 0 : dpg_now_ns();
 	int64_t t0 = dpg_track_enter(&c->ctx->track, c->name, a->name, seq, a->count);
 	int rc = coll_dispatch(c, a, &e);
 	dpg_status_t st;
 
 	dpg_track_leave(&c->ctx->track, t0, rc);
+	if (rc == 0 && !c->ctx->startup.done)
+		startup_done(c->ctx, a->name, t_start);
 	c->seq++;
 	if (rc == 0)
 		return DPG_OK;

@@ -14,6 +14,7 @@
 #include "hang.h"
 #include "join.h"
 #include "runtime.h"
+#include "startup.h"
 #include "track.h"
 
 /* room for a message, its prefix and a hang report (hang.h) */
@@ -53,6 +54,7 @@ struct dpg_ctx {
 	size_t nmesh, mesh_cap;
 	struct dpg_track track;		/* the current or last collective */
 	struct dpg_hang hang;		/* its responder (multi-process) */
+	struct dpg_startup startup;	/* the startup phases' times (DPG_VERBOSE) */
 	char err[DPG_CTX_ERR_MAX];
 };
 

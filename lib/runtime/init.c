@@ -3,6 +3,7 @@
  * store, the greeting of every rank, the backend choice, the world),
  * dpg_finalize and dpg_abort. */
 #include "comm.h"
+#include "clock.h"
 #include "ctx.h"
 #include "net.h"	/* dpg_now_ms */
 #include "netif.h"	/* dpg_route_addr */
@@ -623,14 +624,22 @@ static int join_world(struct dpg_ctx *ctx, struct dpg_err *e)
 	if (rc != 0)
 		return rc;
 	derive_layout(ctx);
-	return start_world(ctx, cap_min, cap_rank, e);
+	ctx->startup.joined_ns = dpg_now_ns();
+	rc = start_world(ctx, cap_min, cap_rank, e);
+	ctx->startup.backend_ns = dpg_now_ns();
+	return rc;
 }
 
 /* One rank: no store, no greeting. */
 static int join_alone(struct dpg_ctx *ctx, struct dpg_err *e)
 {
+	int rc;
+
 	snprintf(ctx->addr, sizeof(ctx->addr), "127.0.0.1");
-	return start_world(ctx, nccl_cap(ctx), 0, e);
+	ctx->startup.joined_ns = dpg_now_ns();
+	rc = start_world(ctx, nccl_cap(ctx), 0, e);
+	ctx->startup.backend_ns = dpg_now_ns();
+	return rc;
 }
 
 static void set_node_name(struct dpg_ctx *ctx)
@@ -646,6 +655,11 @@ static void set_node_name(struct dpg_ctx *ctx)
 	host[sizeof(host) - 1] = '\0';
 	host[strcspn(host, ". \t")] = '\0';	/* short name */
 	copy_str(ctx->node, sizeof(ctx->node), host[0] ? host : "?");
+}
+
+static const char *getenv_plain(const char *name)
+{
+	return getenv(name);
 }
 
 static struct dpg_ctx *ctx_new(void)
@@ -694,6 +708,7 @@ dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out)
 	*out = ctx = ctx_new();
 	if (ctx == NULL)
 		return DPG_ERR_NOMEM;
+	dpg_startup_begin(&ctx->startup, getenv_plain);
 	rc = resolve(ctx, opts, &e);
 	if (rc == 0)
 		rc = dpg_report_env(ctx, &e);

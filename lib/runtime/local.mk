@@ -19,7 +19,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/hang.c lib/runtime/hang_fmt.c lib/runtime/hang.h \
 	lib/runtime/report.c lib/runtime/report.h \
 	lib/runtime/comm.c lib/runtime/mesh.c \
-	lib/runtime/init.c \
+	lib/runtime/init.c lib/runtime/startup.c lib/runtime/startup.h \
 	lib/runtime/gpumod.c lib/runtime/gpumod.h \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h lib/runtime/cpu/shm_impl.h \

@@ -525,6 +525,28 @@ PYEOF
 	note "$(head -1 "$out"); $ag"
 }
 
+# The startup line (lib/runtime/startup.h): --dpg-verbose makes libdpg print
+# it on rank 0 and on each node leader, with the plugin's planning time.
+STARTUP_RE='^dpg: startup rank [0-9]+ \([^)]*\): plan ([0-9]+\.[0-9] ms \((live|cached|xml)\)|-), rendezvous [0-9]+\.[0-9] ms, backend [0-9]+\.[0-9] ms \([a-z+]+\), first collective [0-9]+\.[0-9] ms \([a-z_]+\)$'
+c_startup() {
+	local out=$WORK/startup.out rc lines ranks
+	echo "\$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --dpg-verbose allreduce_demo"
+	timeout 60 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" --dpg-verbose \
+		env DPG_TIMEOUT=20 "$E2E_DEMO" >"$out" 2>"$out.err"; rc=$?
+	show "$out.err" stderr
+	[ $rc = 0 ] || fail "srun exited $rc" || return 1
+	lines=$(grep '^dpg: startup ' "$out.err")
+	[ "$(grep -c . <<<"$lines")" = 3 ] ||
+		fail "want 3 startup lines (rank 0 and the leaders of n2, n3), got: $lines" || return 1
+	grep -Ev "$STARTUP_RE" <<<"$lines" | grep -q . &&
+		{ fail "a startup line does not match the documented format: $(grep -Ev "$STARTUP_RE" <<<"$lines")"; return 1; }
+	ranks=$(sed 's/^dpg: startup rank \([0-9]*\) .*/\1/' <<<"$lines" | sort -n | tr '\n' ' ')
+	[ "$ranks" = "0 2 4 " ] || fail "startup lines from ranks $ranks, want 0 2 4 (the node leaders)" || return 1
+	grep -q 'plan [0-9.]* ms (\(live\|cached\))' <<<"$lines" ||
+		fail "no planning time from the plugin (DPG_STARTUP_PLAN)" || return 1
+	note "$(head -1 <<<"$lines")"
+}
+
 c_victim() { # VICTIM: rank VICTIM SIGKILLs itself 2 ms into allreduce #3 (4 MiB of floats)
 	local vic=$1 out=$WORK/victim$1.out rc t0 death
 	rm -f "$WORK/death$vic"
@@ -662,6 +684,7 @@ c_train() { # examples/train: ZeRO-3 over 3 nodes, a checkpoint, resumed on 2 no
 
 if [ -n "$E2E_DEMO" ]; then
 	pcase "libdpg: allreduce_demo -N3 --ntasks-per-node=2 G=0: sum 21, all_gather over 3 nodes" c_demo
+	pcase "libdpg: --dpg-verbose startup line on rank 0 and each node leader, phases timed" c_startup
 	run_case "libdpg: srun -N2 -n4 without --dpg-*, user DPG_SECRET: dpg_init falls back to SLURM_*" \
 		c_fallback 1
 	run_case "libdpg: srun -N2 -n4 without --dpg-* nor DPG_SECRET: every rank fails clearly" c_fallback ''

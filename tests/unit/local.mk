@@ -42,9 +42,11 @@ tests_unit_common_test_taskdist_LDADD = $(LAUNCH_TEST_LDADD)
 UNIT_LAUNCH = tests/unit/launch/test_bindenv tests/unit/launch/test_conf \
 	tests/unit/launch/test_contract tests/unit/launch/test_gpuvis \
 	tests/unit/launch/test_killfail tests/unit/launch/test_opts \
-	tests/unit/launch/test_plan
+	tests/unit/launch/test_plan tests/unit/launch/test_topocache
 tests_unit_launch_test_bindenv_CPPFLAGS = $(UNIT_CPPFLAGS) -DDPG_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_launch_test_bindenv_LDADD = $(LAUNCH_TEST_LDADD)
+tests_unit_launch_test_topocache_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_launch_test_topocache_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_launch_test_conf_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_launch_test_conf_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_launch_test_contract_CPPFLAGS = $(UNIT_CPPFLAGS)
@@ -72,7 +74,7 @@ UNIT_RUNTIME = tests/unit/runtime/test_cpu_backend tests/unit/runtime/test_init 
 	tests/unit/runtime/test_join tests/unit/runtime/test_net \
 	tests/unit/runtime/test_reduce tests/unit/runtime/test_digest \
 	tests/unit/runtime/test_shm tests/unit/runtime/test_store \
-	tests/unit/runtime/test_report
+	tests/unit/runtime/test_report tests/unit/runtime/test_startup
 tests_unit_runtime_test_cpu_backend_SOURCES = tests/unit/runtime/test_cpu_backend.c tests/unit/runtime/storeproc.h
 tests_unit_runtime_test_cpu_backend_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_cpu_backend_LDADD = $(RT_TEST_LDADD)
@@ -117,6 +119,8 @@ EXTRA_tests_unit_runtime_test_gpumod_DEPENDENCIES = $(GPUMOD_FAKES)
 tests_unit_runtime_test_report_SOURCES = tests/unit/runtime/test_report.c tests/unit/ranks.h tests/unit/testenv.h
 tests_unit_runtime_test_report_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_report_LDADD = $(RT_TEST_LDADD)
+tests_unit_runtime_test_startup_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_runtime_test_startup_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_join_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_join_LDADD = libdpglaunch.la $(RT_TEST_LDADD)
 tests_unit_runtime_test_net_SOURCES = tests/unit/runtime/test_net.c tests/unit/testenv.h

@@ -104,6 +104,24 @@ static void test_defaults(void **state)
 
 /* ------------------------------------------------------------ generic */
 
+static void test_topology_cache(void **state)
+{
+	struct dpg_conf c;
+	struct dpg_err err;
+
+	(void)state;
+	dpg_conf_init(&c);
+	assert_string_equal(c.topology_cache, "/var/cache/dpg/topology");
+	assert_int_equal(dpg_conf_parse_arg(&c, "topology_cache=/srv/dpg/topo", &err), 0);
+	assert_string_equal(c.topology_cache, "/srv/dpg/topo");
+	assert_int_equal(dpg_conf_parse_arg(&c, "topology_cache=no", &err), 0);
+	assert_string_equal(c.topology_cache, "");
+	assert_int_equal(dpg_conf_parse_arg(&c, "topology_cache=rel/dir", &err), -1);
+	assert_contains(err.msg, "topology_cache='rel/dir'");
+	assert_int_equal(dpg_conf_parse_arg(&c, "topology_cache=/a/../etc", &err), -1);
+	assert_int_equal(dpg_conf_parse_arg(&c, "topology_cache=", &err), -1);
+}
+
 static void test_unknown_key(void **state)
 {
 	(void)state;
@@ -541,6 +559,7 @@ int main(void)
 		cmocka_unit_test(test_no_equals),
 		cmocka_unit_test(test_null_arg),
 		cmocka_unit_test(test_empty_values),
+		cmocka_unit_test(test_topology_cache),
 		cmocka_unit_test(test_port_range_good),
 		cmocka_unit_test(test_port_range_bad),
 		cmocka_unit_test(test_gpus_good),
