@@ -7,7 +7,7 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       libhwloc-dev hwloc libssl-dev llvm-14 libcmocka-dev valgrind
       slurmctld slurmd slurm-client munge libslurm-dev
       iproute2 procps bc groff man-db debhelper dh-autoreconf clang libclang-rt-14-dev
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev libxxhash-dev)
 [ "${1:-}" = --no-torch ] || pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -17,23 +17,26 @@
 
 #include "fileio.h"
 #include "le.h"
+#include "ckhash.h"
 #include "digest.h"
 
 /*
- * Formats, version 1.  Integers little-endian, floats IEEE-754 binary32
- * little-endian; every file but latest ends with the SHA-256 of all the
- * bytes before it.
+ * Formats, version 2 (written) and 1 (read).  Integers little-endian,
+ * floats IEEE-754 binary32 little-endian; every file but latest ends with
+ * the digest of all the bytes before it: version 2 XXH3-128 (16 bytes,
+ * canonical big-endian), version 1 SHA-256 (32 bytes); that is the only
+ * difference.  A shard's version is its meta's.
  *
  * meta   "DPGCMETA"  u32 version  u32 nranks  i64 step  u32 optimizer
  *        u32 nstate  u32 nparams  u32 nunits                       (40 bytes)
  *        nparams x { char name[64], NUL-padded;  u64 numel;  u32 unit }
  *        u64 extra_len;  extra_len bytes
- *        sha256[32]
+ *        digest[16]
  * shard  "DPGCSHRD"  u32 version  u32 rank  u32 nranks  i64 step
  *        u32 nstate  u32 nunits                                    (36 bytes)
  *        nunits x { u64 lo;  u64 hi }   unit-flat range of the real elements
  *        for k < nstate, for u < nunits: hi - lo floats
- *        sha256[32]
+ *        digest[16]
  * latest "step-%08ld\n"
  *
  * Every count read from disk is bounded before it sizes anything: a meta
@@ -42,20 +45,21 @@
  * buffer.
  */
 
-#define CK_VERSION 1u
+#define CK_VERSION DPG_CKHASH_V_WRITE
 #define CK_MAGIC_META "DPGCMETA"
 #define CK_MAGIC_SHARD "DPGCSHRD"
 #define CK_MAGIC_LEN 8
-#define CK_SHA DPG_SHA256_LEN
+#define CK_DIGEST_MIN 16		/* the shortest digest (version 2) */
+#define CK_DIGEST_MAX DPG_CKHASH_MAX
 #define CK_PATH_MAX DPG_FIO_PATH_MAX
 #define CK_MAX_RANKS (1 << 20)
 #define CK_MAX_PARAMS (1 << 20)
 #define CK_MAX_EXTRA ((size_t)64 << 20)
 #define CK_META_HDR 40
 #define CK_PARAM_REC (DPG_ZNAME_MAX + 12)
-#define CK_META_MIN (CK_META_HDR + CK_PARAM_REC + 8 + CK_SHA)
+#define CK_META_MIN (CK_META_HDR + CK_PARAM_REC + 8 + CK_DIGEST_MIN)
 #define CK_META_MAX \
-	(CK_META_HDR + (size_t)CK_PARAM_REC * CK_MAX_PARAMS + 8 + CK_MAX_EXTRA + CK_SHA)
+	(CK_META_HDR + (size_t)CK_PARAM_REC * CK_MAX_PARAMS + 8 + CK_MAX_EXTRA + CK_DIGEST_MAX)
 #define CK_SHARD_HDR 36
 #define CK_RANGE_REC 16
 #define CK_LATEST_MAX 64
@@ -448,9 +452,9 @@ static int meta_check_hdr(const char *path, const unsigned char *h, size_t left,
 	m->nstate = dpg_le_get32(h + 28);
 	m->nparams = dpg_le_get32(h + 32);
 	m->nunits = dpg_le_get32(h + 36);
-	if (m->version != CK_VERSION)
-		return dpg_errf(err, "%s: format version %u; this build reads version %u",
-				path, m->version, CK_VERSION);
+	if (dpg_ckhash_len(m->version) == 0)
+		return dpg_errf(err, "%s: format version %u; this build reads versions %u to %u",
+				path, m->version, DPG_CKHASH_V_MIN, CK_VERSION);
 	if (m->nranks < 1 || m->nranks > CK_MAX_RANKS)
 		return dpg_errf(err, "%s: saved by %u ranks (1 to %d possible): corrupt",
 				path, m->nranks, CK_MAX_RANKS);
@@ -566,11 +570,46 @@ fail:
 	return -1;
 }
 
+/* Does data (size bytes) end with the digest of version v over the rest? */
+static int digest_ok(uint32_t v, const unsigned char *data, size_t size)
+{
+	size_t hl = dpg_ckhash_len(v);
+	uint8_t digest[CK_DIGEST_MAX];
+
+	return hl > 0 && size >= hl && dpg_ckhash_once(v, data, size - hl, digest, NULL) == 0 &&
+	       dpg_ct_equal(digest, data + size - hl, hl);
+}
+
+/* Check the meta file's trailing digest (its version's), then parse it.  A
+ * version this build does not know is named only when the file is intact
+ * under one of the digests it knows; else the file is corrupt. */
+static int meta_verify(const char *path, const char *dir, const unsigned char *data,
+		       size_t size, long step, struct dpg_ckpt_meta *meta, struct dpg_err *err)
+{
+	uint32_t version = dpg_le_get32(data + 8), v;	/* size >= CK_META_MIN */
+	int rc;
+
+	if (!digest_ok(version, data, size)) {
+		for (v = DPG_CKHASH_V_MIN; v <= CK_VERSION; v++)
+			if (v != version && digest_ok(v, data, size))
+				return dpg_errf(err, "%s: format version %u; this build reads "
+						"versions %u to %u", path, version,
+						DPG_CKHASH_V_MIN, CK_VERSION);
+		return dpg_errf(err, "%s: %s mismatch, the file is corrupt; restore it or "
+				"point %s/latest at an older step", path,
+				dpg_ckhash_name(dpg_ckhash_len(version) ? version : CK_VERSION),
+				dir);
+	}
+	if ((rc = meta_fill(path, data, size - dpg_ckhash_len(version), step, meta, err)) != 0)
+		return rc;
+	meta->version = version;
+	return 0;
+}
+
 int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,
 		       struct dpg_err *err)
 {
 	char path[CK_PATH_MAX];
-	uint8_t digest[CK_SHA];
 	unsigned char *data = NULL;
 	size_t size = 0;
 	long step = 0;
@@ -588,14 +627,7 @@ int dpg_ckpt_read_meta(const char *dir, struct dpg_ckpt_meta *meta,
 		return rc;
 	if ((rc = slurp_meta(path, &data, &size, err)) != 0)
 		return rc;
-	if (dpg_sha256(data, size - CK_SHA, digest) != 0)
-		rc = dpg_errs(err, DPG_ERR_SYSTEM, "%s: libcrypto failed computing the "
-			      "SHA-256", path);
-	else if (!dpg_ct_equal(digest, data + size - CK_SHA, CK_SHA))
-		rc = dpg_errf(err, "%s: SHA-256 mismatch, the file is corrupt; restore it "
-			      "or point %s/latest at an older step", path, dir);
-	else
-		rc = meta_fill(path, data, size - CK_SHA, step, meta, err);
+	rc = meta_verify(path, dir, data, size, step, meta, err);
 	free(data);
 	if (rc != 0)
 		dpg_ckpt_meta_free(meta);	/* nothing held after a failure */
@@ -617,7 +649,7 @@ void dpg_ckpt_meta_free(struct dpg_ckpt_meta *meta)
 struct rfile {
 	const char *path;
 	int fd;
-	struct dpg_sha256 sha;
+	struct dpg_ckhash hash;		/* the meta's version's digest */
 	unsigned char *buf;		/* CK_RBUF bytes, the caller's */
 	size_t len, pos, cap;		/* cap: CK_IOBUF, then CK_RBUF */
 	off_t off;			/* file offset of the next read */
@@ -648,7 +680,7 @@ static int rf_fill(struct rfile *r, size_t need, struct dpg_err *err)
 			return dpg_errf(err, "%s: shrank while being read", r->path);
 		r->off += (off_t)got;
 		(void)posix_fadvise(r->fd, r->off, (off_t)CK_RBUF, POSIX_FADV_WILLNEED);
-		dpg_sha256_update(&r->sha, r->buf + r->len, got);
+		dpg_ckhash_update(&r->hash, r->buf + r->len, got);
 		r->len += got;
 		r->body_left -= got;
 		r->cap = CK_RBUF;
@@ -705,23 +737,24 @@ static int rf_floats(struct rfile *r, float *dst, size_t n, struct dpg_err *err)
 
 static int rf_verify(struct rfile *r, struct dpg_err *err)
 {
-	uint8_t digest[CK_SHA], stored[CK_SHA];
-	size_t got;
+	uint8_t digest[CK_DIGEST_MAX], stored[CK_DIGEST_MAX];
+	size_t got, hl = dpg_ckhash_len(r->hash.version);
+	int rc;
 
 	if (r->pos != r->len || r->body_left != 0)
 		return dpg_errf(err, "%s: longer than its header describes: corrupt",
 				r->path);
-	if (dpg_fio_read_full(r->fd, stored, sizeof(stored), &got) != 0)
+	if (dpg_fio_read_full(r->fd, stored, hl, &got) != 0)
 		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: read failed: %s",
 				r->path, strerror(errno));
-	if (got != sizeof(stored))
+	if (got != hl)
 		return dpg_errf(err, "%s: shrank while being read", r->path);
-	if (dpg_sha256_final(&r->sha, digest) != 0)
-		return dpg_errs(err, DPG_ERR_SYSTEM, "%s: libcrypto failed computing the "
-				"SHA-256", r->path);
-	if (!dpg_ct_equal(digest, stored, CK_SHA))
-		return dpg_errf(err, "%s: SHA-256 mismatch, the file is corrupt; restore it "
-				"or load an older checkpoint", r->path);
+	if ((rc = dpg_ckhash_final(&r->hash, digest, err)) != 0)
+		return rc;
+	if (!dpg_ct_equal(digest, stored, hl))
+		return dpg_errf(err, "%s: %s mismatch, the file is corrupt; restore it "
+				"or load an older checkpoint", r->path,
+				dpg_ckhash_name(r->hash.version));
 	return 0;
 }
 
@@ -735,34 +768,36 @@ struct reshard {
 	unsigned char *buf;		/* CK_RBUF bytes */
 };
 
-/* Does the whole file (size bytes) match its trailing SHA-256? */
+/* Does the whole file (size bytes) match its trailing digest (the meta's
+ * version's)? */
 static int whole_file_ok(const struct reshard *rs, int fd, off_t size)
 {
-	struct dpg_sha256 c;
-	uint8_t digest[CK_SHA], stored[CK_SHA];
-	off_t off = 0, body = size - CK_SHA;
-	size_t got;
+	struct dpg_ckhash c;
+	uint8_t digest[CK_DIGEST_MAX], stored[CK_DIGEST_MAX];
+	size_t hl = dpg_ckhash_len(rs->meta->version), got;
+	off_t off = 0, body = size - (off_t)hl;
 
-	if (size < CK_SHA)
+	if (hl == 0 || size < (off_t)hl || dpg_ckhash_init(&c, rs->meta->version, NULL) != 0)
 		return 0;
-	dpg_sha256_init(&c);
 	while (off < body) {
 		size_t want = CK_RBUF;
 
 		if ((off_t)want > body - off)
 			want = (size_t)(body - off);
 		if (dpg_fio_pread_full(fd, rs->buf, want, off, &got) != 0 || got != want) {
-			dpg_sha256_drop(&c);
+			dpg_ckhash_drop(&c);
 			return 0;
 		}
-		dpg_sha256_update(&c, rs->buf, got);
+		dpg_ckhash_update(&c, rs->buf, got);
 		off += (off_t)got;
 	}
-	if (dpg_sha256_final(&c, digest) != 0)
+	got = dpg_ckhash_final(&c, digest, NULL) == 0;
+	dpg_ckhash_drop(&c);
+	if (!got)
 		return 0;
-	if (dpg_fio_pread_full(fd, stored, CK_SHA, body, &got) != 0 || got != CK_SHA)
+	if (dpg_fio_pread_full(fd, stored, hl, body, &got) != 0 || got != hl)
 		return 0;
-	return dpg_ct_equal(digest, stored, CK_SHA);
+	return dpg_ct_equal(digest, stored, hl);
 }
 
 /* A header or size that is not the one expected: corruption, or an
@@ -774,8 +809,9 @@ static int shard_refuse(const struct reshard *rs, const char *path, int fd, off_
 		return dpg_errf(err, "%s: %s; not the file this checkpoint expects under "
 				"this name (restore the right file or load an older "
 				"checkpoint)", path, why);
-	return dpg_errf(err, "%s: corrupt or truncated (%s; SHA-256 mismatch); restore "
-			"it or load an older checkpoint", path, why);
+	return dpg_errf(err, "%s: corrupt or truncated (%s; %s mismatch); restore "
+			"it or load an older checkpoint", path, why,
+			dpg_ckhash_name(rs->meta->version));
 }
 
 static int shard_expected_size(const struct reshard *rs, int old,
@@ -790,7 +826,7 @@ static int shard_expected_size(const struct reshard *rs, int old,
 		n += hi - lo;
 	}
 	fixed = CK_SHARD_HDR + (unsigned long long)CK_RANGE_REC * (unsigned)rs->S->nunits +
-		CK_SHA;
+		dpg_ckhash_len(rs->meta->version);
 	if (n > (ULLONG_MAX - fixed) / (4ull * (unsigned)rs->nstate))
 		return -1;
 	*size = fixed + n * 4ull * (unsigned)rs->nstate;
@@ -821,9 +857,9 @@ static int shard_header_why(const struct reshard *rs, int old, const unsigned ch
 
 	if (memcmp(h, CK_MAGIC_SHARD, CK_MAGIC_LEN) != 0)
 		return whyf(why, len, "bad magic, not a dpg checkpoint shard");
-	if ((v = dpg_le_get32(h + 8)) != CK_VERSION)
-		return whyf(why, len, "format version %u, this build reads version %u",
-				v, CK_VERSION);
+	if ((v = dpg_le_get32(h + 8)) != rs->meta->version)
+		return whyf(why, len, "format version %u, its meta's is %u", v,
+			    rs->meta->version);
 	if ((v = dpg_le_get32(h + 12)) != (uint32_t)old)
 		return whyf(why, len, "header says rank %u, expected %d", v, old);
 	if ((v = dpg_le_get32(h + 16)) != (uint32_t)rs->S->nranks)
@@ -911,9 +947,10 @@ static int shard_stream(const struct reshard *rs, int old, const char *path, int
 	r.buf = rs->buf;
 	r.cap = CK_IOBUF;
 	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	dpg_sha256_init(&r.sha);
+	if ((rc = dpg_ckhash_init(&r.hash, rs->meta->version, err)) != 0)
+		return rc;
 	rc = shard_stream_hashed(rs, old, &r, size, err);
-	dpg_sha256_drop(&r.sha);
+	dpg_ckhash_drop(&r.hash);
 	return rc;
 }
 
@@ -925,11 +962,13 @@ static int shard_stream_hashed(const struct reshard *rs, int old, struct rfile *
 	char why[256];
 	int rc;
 
-	if (size < (off_t)(CK_SHARD_HDR + CK_SHA)) {
+	size_t hl = dpg_ckhash_len(r->hash.version);
+
+	if (size < (off_t)(CK_SHARD_HDR + hl)) {
 		whyf(why, sizeof(why), "only %lld bytes", (long long)size);
 		return shard_refuse(rs, r->path, r->fd, size, why, err);
 	}
-	r->body_left = (unsigned long long)size - CK_SHA;
+	r->body_left = (unsigned long long)size - hl;
 	if ((rc = rf_bytes(r, h, sizeof(h), err)) != 0)
 		return rc;
 	rc = shard_header_why(rs, old, h, why, sizeof(why));

@@ -29,6 +29,7 @@
 struct dpg_ckpt_meta {
 	struct dpg_zlayout layout;	/* as saved (nranks = the old group) */
 	long step;
+	uint32_t version;		/* format version (ckhash.h: its digest) */
 	int optimizer;			/* dpg_optimizer_t value */
 	int nstate;
 	void *extra;			/* malloc'd (NULL when extra_len == 0) */

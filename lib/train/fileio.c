@@ -211,12 +211,17 @@ int dpg_wf_open(struct dpg_wfile *w, const char *dir, const char *name,
 	if (!w->buf)
 		return dpg_errs(err, DPG_ERR_NOMEM, "%s: out of memory for the write buffer",
 				w->path);
-	if ((rc = wf_create(w, err)) != 0) {
+	if ((rc = dpg_ckhash_init(&w->hash, DPG_CKHASH_V_WRITE, err)) != 0) {
 		free(w->buf);
 		w->buf = NULL;
 		return rc;
 	}
-	dpg_sha256_init(&w->sha);
+	if ((rc = wf_create(w, err)) != 0) {
+		dpg_ckhash_drop(&w->hash);
+		free(w->buf);
+		w->buf = NULL;
+		return rc;
+	}
 	return 0;
 }
 
@@ -231,7 +236,7 @@ void dpg_wf_abort(struct dpg_wfile *w)
 	w->created = 0;
 	free(w->buf);
 	w->buf = NULL;
-	dpg_sha256_drop(&w->sha);
+	dpg_ckhash_drop(&w->hash);
 }
 
 /* n more bytes are in the file: start their write-back once a window is
@@ -285,7 +290,7 @@ static int wf_append(struct dpg_wfile *w, const void *data, size_t n, int raw,
 	int rc;
 
 	if (!raw)
-		dpg_sha256_update(&w->sha, p, n);
+		dpg_ckhash_update(&w->hash, p, n);
 	while (n > 0) {
 		size_t m;
 
@@ -321,7 +326,7 @@ static int wf_floats_direct(struct dpg_wfile *w, const float *src, size_t n,
 	while (left > 0) {
 		size_t m = left < DPG_FIO_WB ? left : DPG_FIO_WB;
 
-		dpg_sha256_update(&w->sha, p, m);
+		dpg_ckhash_update(&w->hash, p, m);
 		if ((rc = wf_write(w, p, m, err)) != 0)
 			return rc;
 		p += m;
@@ -347,7 +352,7 @@ int dpg_wf_floats(struct dpg_wfile *w, const float *src, size_t n, struct dpg_er
 		if (m > n)
 			m = n;
 		dpg_fio_encode_floats(w->buf + w->len, src, m);
-		dpg_sha256_update(&w->sha, w->buf + w->len, 4 * m);
+		dpg_ckhash_update(&w->hash, w->buf + w->len, 4 * m);
 		w->len += 4 * m;
 		src += m;
 		n -= m;
@@ -355,18 +360,17 @@ int dpg_wf_floats(struct dpg_wfile *w, const float *src, size_t n, struct dpg_er
 	return 0;
 }
 
-/* Append the digest (with_sha), flush, fsync, close, rename over NAME and
+/* Append the digest (with_digest), flush, fsync, close, rename over NAME and
  * sync the directory.  On failure the caller calls dpg_wf_abort. */
-int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err)
+int dpg_wf_finish(struct dpg_wfile *w, int with_digest, struct dpg_err *err)
 {
-	uint8_t digest[DPG_SHA256_LEN];
+	uint8_t digest[DPG_CKHASH_MAX];
 	int fd, rc;
 
-	if (with_sha) {
-		if (dpg_sha256_final(&w->sha, digest) != 0)
-			return dpg_errs(err, DPG_ERR_SYSTEM, "%s: libcrypto failed computing "
-					"the SHA-256", w->tmp);
-		if ((rc = wf_append(w, digest, sizeof(digest), 1, err)) != 0)
+	if (with_digest) {
+		if ((rc = dpg_ckhash_final(&w->hash, digest, err)) != 0)
+			return rc;
+		if ((rc = wf_append(w, digest, dpg_ckhash_len(w->hash.version), 1, err)) != 0)
 			return rc;
 	}
 	if ((rc = wf_flush(w, err)) != 0)
@@ -385,7 +389,7 @@ int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err)
 	w->created = 0;
 	free(w->buf);
 	w->buf = NULL;
-	dpg_sha256_drop(&w->sha);
+	dpg_ckhash_drop(&w->hash);
 	return dpg_fio_fsync_dir(w->dir, err);
 }
 

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckhash.h"
 #include "err.h"
-#include "digest.h"
 
 #define DPG_FIO_PATH_MAX 4096
 /* The writer's buffer; deliberately not a multiple of 4 so that buffer edges
@@ -77,7 +77,7 @@ struct dpg_wfile {
 	char tmp[DPG_FIO_PATH_MAX];	/* DIR/.NAME.tmp.PID.RAND */
 	int fd;
 	int created;			/* tmp exists and is ours to remove */
-	struct dpg_sha256 sha;
+	struct dpg_ckhash hash;		/* DPG_CKHASH_V_WRITE's digest */
 	unsigned char *buf;		/* DPG_FIO_BUF bytes, owned */
 	size_t len;
 	unsigned long long off;		/* bytes written to fd so far */
@@ -92,8 +92,8 @@ int dpg_wf_put(struct dpg_wfile *w, const void *data, size_t n, struct dpg_err *
 /* Append n floats as little-endian binary32 (hashed); a long run on a
  * little-endian host goes from src to the file without a copy. */
 int dpg_wf_floats(struct dpg_wfile *w, const float *src, size_t n, struct dpg_err *err);
-/* Append the digest (with_sha), flush, fsync, close, rename, sync the dir. */
-int dpg_wf_finish(struct dpg_wfile *w, int with_sha, struct dpg_err *err);
+/* Append the digest (with_digest), flush, fsync, close, rename, sync the dir. */
+int dpg_wf_finish(struct dpg_wfile *w, int with_digest, struct dpg_err *err);
 void dpg_wf_abort(struct dpg_wfile *w);
 
 #endif

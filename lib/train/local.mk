@@ -6,6 +6,7 @@ libdpgtrain_la_SOURCES = \
 	lib/train/zlayout.c lib/train/zlayout.h \
 	lib/train/optim.c lib/train/optim.h \
 	lib/train/schedule.c \
+	lib/train/ckhash.c lib/train/ckhash.h \
 	lib/train/fileio.c lib/train/fileio.h \
 	lib/train/ckpt.c lib/train/ckpt.h \
 	lib/train/detsum.c lib/train/detsum.h \
@@ -13,8 +14,8 @@ libdpgtrain_la_SOURCES = \
 	lib/train/zero.c lib/train/zero_impl.h lib/train/zero_cuda.h \
 	lib/train/zero_ckpt.c lib/train/zero_async.c
 libdpgtrain_la_CFLAGS = $(AM_CFLAGS) -O3 -fvect-cost-model=dynamic
-libdpgtrain_la_CPPFLAGS = $(TRAIN_CPPFLAGS)
-libdpgtrain_la_LIBADD = -lpthread -lm
+libdpgtrain_la_CPPFLAGS = $(TRAIN_CPPFLAGS) $(XXHASH_CFLAGS)
+libdpgtrain_la_LIBADD = $(XXHASH_LIBS) -lpthread -lm
 # The sharded step's kernels (optim.h's arithmetic on the GPU) are built into
 # the GPU module dpg-cuda.so (lib/cuda/local.mk), never into libdpg; zero.c
 # and zero_mem.c call them through the module's table (gpumod.h).

@@ -2,8 +2,9 @@
 /* fuzz_ckpt.c - libFuzzer harness for lib/train/ckpt.c's readers: the input
  * becomes a checkpoint file in a private temp dir and is read back.  Byte 0:
  * bits 0-1 pick the file (0 meta, 1 shard-00000 of a valid 2-rank save,
- * 2 latest), bit 2 appends a correct SHA-256 (so the parser behind the
- * checksum is reached); the rest is the file. */
+ * 2 latest), bit 2 appends a correct digest (so the parser behind the
+ * checksum is reached: that of the version the bytes name, else the version
+ * written); the rest is the file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckhash.h"
 #include "ckpt.h"
 #include "digest.h"
 
@@ -82,7 +84,9 @@ static void init_once(void)
 static void put(const char *dir, const char *name, const uint8_t *p, size_t n, int sign)
 {
 	char path[512];
-	uint8_t d[DPG_SHA256_LEN];
+	uint8_t d[DPG_CKHASH_MAX];
+	uint32_t v = n >= 12 ? (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
+				(uint32_t)p[11] << 24 : DPG_CKHASH_V_WRITE;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -90,8 +94,11 @@ static void put(const char *dir, const char *name, const uint8_t *p, size_t n, i
 	if (fd < 0 || (n && write(fd, p, n) != (ssize_t)n))
 		die("write", path);
 	if (sign) {
-		dpg_sha256(p, n, d);
-		if (write(fd, d, sizeof(d)) != (ssize_t)sizeof(d))
+		if (dpg_ckhash_len(v) == 0)
+			v = DPG_CKHASH_V_WRITE;
+		if (dpg_ckhash_once(v, p, n, d, NULL) != 0)
+			die("digest", path);
+		if (write(fd, d, dpg_ckhash_len(v)) != (ssize_t)dpg_ckhash_len(v))
 			die("write", path);
 	}
 	close(fd);

@@ -8,7 +8,7 @@
 # its log); its reproducer stays in the work dir (never in the source tree),
 # which is then kept and named.
 # Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), hwloc,
-# libcrypto (libssl-dev) and llvm-symbolizer for the stacks (Debian 12:
+# libcrypto (libssl-dev), libxxhash (libxxhash-dev) and llvm-symbolizer for the stacks (Debian 12:
 # llvm-14, /usr/bin/llvm-symbolizer-14).
 # Environment: CC (default clang), FUZZ_WORKDIR (keep the build/corpora there
 # instead of a temp dir that is removed when all is clean), FUZZ_ONLY="hostlist
@@ -51,6 +51,7 @@ fi
 
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
 crypto=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
+xxhash=$(pkg-config --cflags --libs libxxhash 2>/dev/null || echo -lxxhash)
 L=$top/lib
 cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime -I$L/runtime/cpu -I$L/train"
 C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c $L/common/netif.c"
@@ -65,7 +66,7 @@ srcs() {
 	store) echo "$C $STORE $crypto -lpthread" ;;
 	store_client) echo "$C $STORE $crypto -lpthread" ;;
 	join) echo "$C $R/join.c -lm" ;;
-	ckpt) echo "$C $L/train/ckpt.c $L/train/fileio.c $L/train/zlayout.c $R/digest.c $crypto" ;;
+	ckpt) echo "$C $L/train/ckpt.c $L/train/ckhash.c $L/train/fileio.c $L/train/zlayout.c $R/digest.c $crypto $xxhash" ;;
 	gpulist) echo "$C $L/launch/gpuvis.c $L/launch/cpuset.c" ;;
 	notice) echo "$C $STORE $R/cpu/shm.c $R/cpu/shm_seg.c $R/cpu/shm_direct.c $R/cpu/reduce.c $R/cpu/stamp.c $R/cpu/hello.c $crypto -lpthread -lrt" ;;
 	esac

@@ -141,7 +141,7 @@ tests_unit_runtime_test_store_LDADD = $(RT_TEST_LDADD)
 UNIT_TRAIN = tests/unit/train/test_ckpt tests/unit/train/test_detsum \
 	tests/unit/train/test_optim tests/unit/train/test_zero \
 	tests/unit/train/test_zlayout
-tests_unit_train_test_ckpt_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_train_test_ckpt_CPPFLAGS = $(UNIT_CPPFLAGS) $(XXHASH_CFLAGS)
 tests_unit_train_test_ckpt_LDADD = $(RT_TEST_LDADD)
 tests_unit_train_test_detsum_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_train_test_detsum_LDADD = $(RT_TEST_LDADD)

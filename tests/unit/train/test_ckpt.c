@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckhash.h"
 #include "digest.h"
 
 #define MAXP 8
@@ -360,11 +361,16 @@ static void flip(const char *path, size_t off)
 	free(b);
 }
 
-/* Recompute the trailing SHA-256: a hostile file, not a corrupt one. */
+/* Recompute the trailing digest (the version written, XXH3-128): a hostile
+ * file, not a corrupt one. */
 static void resign(unsigned char *b, size_t len)
 {
-	assert_true(len >= DPG_SHA256_LEN);
-	assert_int_equal(dpg_sha256(b, len - DPG_SHA256_LEN, b + len - DPG_SHA256_LEN), 0);
+	size_t hl = dpg_ckhash_len(DPG_CKHASH_V_WRITE);
+	uint8_t d[DPG_CKHASH_MAX];
+
+	assert_true(len >= hl);
+	assert_int_equal(dpg_ckhash_once(DPG_CKHASH_V_WRITE, b, len - hl, d, NULL), 0);
+	memcpy(b + len - hl, d, hl);
 }
 
 static void put32(unsigned char *p, uint32_t v)
@@ -806,7 +812,7 @@ static void test_meta_byte_flips(void **st)
 	orig = slurp(path, &len);
 	for (off = 0; off < len; off++) {
 		flip(path, off);
-		meta_fails(f->dir, "SHA-256 mismatch");
+		meta_fails(f->dir, "XXH3-128 mismatch, the file is corrupt");
 		spit(path, orig, len);
 	}
 	load_check(f->dir, &base, 2, 3, 2, 0);
@@ -817,6 +823,52 @@ static void test_meta_byte_flips(void **st)
 	assert_int_equal(unlink(path), 0);
 	meta_fails(f->dir, "No such file");
 	free(orig);
+}
+
+/* Rewrite a written (version 2) file as version 1: the version field set
+ * to 1 and the 16-byte XXH3-128 trailer replaced by the SHA-256 of the rest
+ * (32 bytes), which is all that version 1 differs in. */
+static void to_v1(const char *path)
+{
+	size_t len, hl = dpg_ckhash_len(DPG_CKHASH_V_WRITE);
+	unsigned char *b = slurp(path, &len), *o;
+
+	assert_true(len > hl + 12);
+	o = malloc(len - hl + DPG_SHA256_LEN);
+	assert_non_null(o);
+	memcpy(o, b, len - hl);
+	put32(o + 8, 1);
+	assert_int_equal(dpg_sha256(o, len - hl, o + len - hl), 0);
+	spit(path, o, len - hl + DPG_SHA256_LEN);
+	free(o);
+	free(b);
+}
+
+/* Checkpoints of format version 1 (SHA-256) still load and reshard; a
+ * version-1 meta with a version-2 shard is refused, naming both. */
+static void test_v1_still_read(void **st)
+{
+	struct fixture *f = *st;
+	char path[PATHLEN];
+	int r;
+
+	save(f->dir, &base, 3, 4, 2, 0, "v1", 2);
+	meta_path(f->dir, 4, path);
+	to_v1(path);
+	for (r = 0; r < 3; r++) {
+		shard_path(f->dir, 4, r, path);
+		to_v1(path);
+	}
+	for (r = 1; r <= 4; r++)
+		load_check(f->dir, &base, r, 2, 4, 0);
+	save(f->dir, &base, 3, 5, 2, 0, "v1", 2);
+	meta_path(f->dir, 5, path);
+	to_v1(path);
+	for (r = 0; r < 2; r++) {
+		shard_path(f->dir, 5, r, path);
+		to_v1(path);
+	}
+	load_fails(f->dir, &base, 1, 0, 2, "format version 2, its meta's is 1", "shard-00002");
 }
 
 /* Checksums recomputed over hostile fields: clear errors, nothing huge. */
@@ -844,8 +896,8 @@ static void test_hostile_meta(void **st)
 			want = "bad magic";
 			break;
 		case 1:
-			put32(b + 8, 2);
-			want = "format version 2";
+			put32(b + 8, 3);
+			want = "format version 3";
 			break;
 		case 2:
 			put32(b + META_NRANKS, 0);
@@ -1179,6 +1231,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shard_byte_flips, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shard_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meta_byte_flips, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_v1_still_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_meta, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_shard, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_model, setup, teardown),
