@@ -44,8 +44,10 @@ void dpg_probe_cpus(const char *root, const char *planned, struct dpg_check_cell
  * the visible devices (CUDA_VISIBLE_DEVICES value, may be NULL). */
 void dpg_probe_gpus(const char *root, const char *planned, const char *visible,
 		    struct dpg_check_cell *c);
-/* DPG_NICS ("mlx5_0:1,mlx5_1:1") vs <root>/sys/class/infiniband/<dev>/
- * ports/<port>/{state,phys_state}: ACTIVE and LinkUp. */
+/* DPG_NICS ("mlx5_0,mlx5_1", "mlx5_0:1", or "eth0" where the plan found no
+ * RDMA NIC): an RDMA device's <root>/sys/class/infiniband/<dev>/ports/<port
+ * (1)>/{state,phys_state} must be ACTIVE and LinkUp, a network interface's
+ * <root>/sys/class/net/<dev>/operstate up (or unknown). */
 void dpg_probe_nics(const char *root, const char *planned, struct dpg_check_cell *c);
 /* The interface towards MASTER_ADDR: <root>/sys/class/net/<ifname>/operstate
  * must be up (or unknown: loopback, some virtual links).  Appends to value. */

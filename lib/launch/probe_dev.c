@@ -86,15 +86,39 @@ void dpg_probe_gpus(const char *root, const char *planned, const char *visible,
 		dpg_check_set(c, DPG_CHECK_OK, v, "%s", "");
 }
 
-/* One "dev:port" NIC: 0 when ACTIVE and LinkUp, else fills c. */
+/* A NIC named as a network interface (no RDMA device of that name): true
+ * when it is one, *rc 0 when it is up, else -1 with c filled. */
+static bool netdev_nic(const char *root, const char *dev, struct dpg_check_cell *c,
+		       int *rc)
+{
+	char path[256], state[64];
+
+	snprintf(path, sizeof(path), "%s/sys/class/infiniband/%s", root, dev);
+	if (access(path, F_OK) == 0)
+		return false;
+	snprintf(path, sizeof(path), "/sys/class/net/%s/operstate", dev);
+	if (read_line(root, path, state, sizeof(state)) != 0)
+		return false;
+	*rc = 0;
+	if (strcmp(state, "up") != 0 && strcmp(state, "unknown") != 0) {
+		dpg_check_set(c, DPG_CHECK_FAIL, "down", "NIC %s is %s: bring it up (ip "
+			      "link set %s up) or check its cable", dev, state, dev);
+		*rc = -1;
+	}
+	return true;
+}
+
+/* One "dev:port" (RDMA) or "dev" (RDMA port 1, or a network interface) NIC: 0 when ACTIVE and LinkUp, else fills c. */
 static int probe_nic(const char *root, const char *nic, struct dpg_check_cell *c)
 {
 	char dev[64], path[256], state[64], phys[64];
 	const char *colon = strchr(nic, ':');
 	const char *port = colon != NULL ? colon + 1 : "1";
-	int dl = colon != NULL ? (int)(colon - nic) : (int)strlen(nic);
+	int dl = colon != NULL ? (int)(colon - nic) : (int)strlen(nic), rc = 0;
 
 	snprintf(dev, sizeof(dev), "%.*s", dl, nic);
+	if (colon == NULL && netdev_nic(root, dev, c, &rc))
+		return rc;
 	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%s/state", dev, port);
 	if (read_line(root, path, state, sizeof(state)) != 0) {
 		dpg_check_set(c, DPG_CHECK_FAIL, "absent", "the plan gave NIC %s but %s%s "
@@ -127,7 +151,7 @@ void dpg_probe_nics(const char *root, const char *planned, struct dpg_check_cell
 	while (next_item(&p, nic, sizeof(nic)))
 		if (probe_nic(root, nic, c) != 0)
 			return;
-	snprintf(v, sizeof(v), "%zu active", n);
+	snprintf(v, sizeof(v), "%zu up", n);
 	dpg_check_set(c, DPG_CHECK_OK, v, "%s", "");
 }
 

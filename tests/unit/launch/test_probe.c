@@ -203,7 +203,16 @@ static void test_nics(void **state)
 	put("sys/class/infiniband/mlx5_1/ports/1/state", "1: DOWN\n");
 	put("sys/class/infiniband/mlx5_1/ports/1/phys_state", "3: Disabled\n");
 	dpg_probe_nics(root, "mlx5_0:1", &c);
-	assert_cell(&c, DPG_CHECK_OK, "1 active", NULL);
+	assert_cell(&c, DPG_CHECK_OK, "1 up", NULL);
+	dpg_probe_nics(root, "mlx5_0", &c);
+	assert_cell(&c, DPG_CHECK_OK, "1 up", NULL);
+	/* no RDMA NIC in the plan: the interface it chose */
+	put("sys/class/net/eth0/operstate", "up\n");
+	put("sys/class/net/eth1/operstate", "down\n");
+	dpg_probe_nics(root, "eth0", &c);
+	assert_cell(&c, DPG_CHECK_OK, "1 up", NULL);
+	dpg_probe_nics(root, "eth0,eth1", &c);
+	assert_cell(&c, DPG_CHECK_FAIL, "down", "NIC eth1 is down: bring it up");
 	dpg_probe_nics(root, "mlx5_0:1,mlx5_1:1", &c);
 	assert_cell(&c, DPG_CHECK_FAIL, "down", "NIC mlx5_1:1: port state '1: DOWN'");
 	dpg_probe_nics(root, "mlx5_9:1", &c);
