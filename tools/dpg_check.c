@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include "contract_vars.h"
@@ -89,6 +91,23 @@ static int read_step(struct check_step *s, struct dpg_err *err)
 	return read_layout(s, err) != 0 ? -DPG_ERR_ENV : 0;
 }
 
+/* True when addr (this node's source address towards MASTER_ADDR) is
+ * MASTER_ADDR itself: this node holds it, and MASTER_PORT is rank 0's. */
+static bool holds_master(const char *master, const char *addr)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	char ip[INET_ADDRSTRLEN] = "";
+	bool same;
+
+	if (getaddrinfo(master, NULL, &hints, &res) != 0 || res == NULL)
+		return false;
+	inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip, sizeof(ip));
+	same = strcmp(ip, addr) == 0;
+	freeaddrinfo(res);
+	return same;
+}
+
 /* The route to MASTER_ADDR, its interface's state, and MASTER_PORT: free on
  * rank 0's node before its store listens; on the others (a later step may
  * put rank 0 there) unless the node holds MASTER_ADDR itself. */
@@ -109,7 +128,7 @@ static void check_master(const struct check_step *s, const char *root,
 		return;
 	}
 	dpg_probe_ifup(root, ifname, &row->cell[DPG_CHECK_MASTER]);
-	local = strcmp(ifname, "lo") == 0;
+	local = holds_master(s->master_addr, addr);
 	snprintf(v, sizeof(v), "%u", (unsigned)s->master_port);
 	if (local && s->rank != 0)
 		dpg_check_set(port, DPG_CHECK_NA, "rank 0's host", "%s", "");

@@ -38,9 +38,11 @@ void check_local_row(const struct check_step *s, const char *root,
 int check_gather(const struct check_step *s, const struct dpg_check_row *mine,
 		 struct dpg_check_row *rows, struct dpg_err *err);
 
-/* The point-to-point test over libdpg's CPU backend (public API), on a
- * fresh store at port; rank 0 fills rows[i].cell[DPG_CHECK_NET]. */
-int check_p2p(const struct check_step *s, uint16_t port,
+/* The point-to-point test over libdpg's CPU backend (public API): go is
+ * rank 0's "<port> <node> <node> ..." (port 0: no test); the first task of
+ * each listed node joins a world of those tasks on a fresh store at port,
+ * rank 0 measures with each in turn and fills rows[i].cell[DPG_CHECK_NET]. */
+int check_p2p(const struct check_step *s, const char *go,
 	      struct dpg_check_row *rows, struct dpg_err *err);
 
 #endif

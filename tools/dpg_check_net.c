@@ -91,21 +91,26 @@ static uint16_t pick_port(void)
 	return port;
 }
 
-static bool all_fit(const struct check_step *s, const struct dpg_check_row *rows)
+/* The nodes of the point-to-point test: rank 0's and every node whose tasks
+ * all reported with no failing cell (a broken node would fail the test's
+ * dpg_init for every node); "go" = "<port> <node> <node> ...". */
+static void plan_test(const struct check_step *s, const struct dpg_check_row *rows,
+		      uint16_t port, char *go, size_t len)
 {
-	for (int i = 0; i < s->nodes; i++)
-		if (rows[i].tasks < rows[i].expected)
-			return false;
-	return true;
+	size_t o = (size_t)snprintf(go, len, "%u %d", (unsigned)port, s->node_rank);
+
+	for (int i = 0; i < s->nodes && o < len; i++)
+		if (i != s->node_rank && dpg_check_row_fit(&rows[i]))
+			o += (size_t)snprintf(go + o, len - o, " %d", i);
 }
 
-/* Rank 0 with its store up: rows in, "go" (the test's port, 0: no test)
- * out, then wait (briefly) until every task that came has read it. */
+/* Rank 0 with its store up: rows in, "go" out, then wait (briefly) until
+ * every task that came has read it. */
 static int rank0_gather(const struct check_step *s, struct dpg_store *st,
-			struct dpg_check_row *rows, uint16_t *port, struct dpg_err *err)
+			struct dpg_check_row *rows, char *go, size_t golen,
+			struct dpg_err *err)
 {
 	int64_t deadline = gather_deadline(s), done = 0, end;
-	char go[16];
 	int came = 0;
 
 	for (int i = 0; i < s->nodes; i++) {
@@ -114,8 +119,7 @@ static int rank0_gather(const struct check_step *s, struct dpg_store *st,
 		name_missing(s, i, &rows[i]);
 		came += rows[i].tasks;
 	}
-	*port = all_fit(s, rows) && s->world > 1 ? pick_port() : 0;
-	snprintf(go, sizeof(go), "%u", (unsigned)*port);
+	plan_test(s, rows, s->nodes > 1 ? pick_port() : 0, go, golen);
 	if (dpg_store_set(st, KEY_GO, go, strlen(go), s->deadline_ms, err) != 0)
 		return -DPG_ERR_PEER;
 	end = dpg_now_ms() + 2000;
@@ -126,7 +130,7 @@ static int rank0_gather(const struct check_step *s, struct dpg_store *st,
 }
 
 static int peer_gather(const struct check_step *s, struct dpg_store *st,
-		       uint16_t *port, struct dpg_err *err)
+		       char *go, size_t golen, struct dpg_err *err)
 {
 	void *val = NULL;
 	size_t len = 0;
@@ -135,7 +139,7 @@ static int peer_gather(const struct check_step *s, struct dpg_store *st,
 
 	if (rc != 0)
 		return rc;
-	*port = (uint16_t)strtoul(val, NULL, 10);
+	snprintf(go, golen, "%.*s", (int)len, (const char *)val);
 	free(val);
 	return dpg_store_add(st, KEY_DONE, 1, &done, s->deadline_ms, err);
 }
@@ -175,7 +179,7 @@ int check_gather(const struct check_step *s, const struct dpg_check_row *mine,
 	size_t klen = 0;
 	struct dpg_store_server *srv = NULL;
 	struct dpg_store *st = NULL;
-	uint16_t port = 0;
+	char go[8 * CHECK_MAX_NODES] = "0";
 	int rc;
 
 	if (dpg_secret_parse(s->secret, key, sizeof(key), &klen, err) != 0)
@@ -189,12 +193,10 @@ int check_gather(const struct check_step *s, const struct dpg_check_row *mine,
 	if (rc == 0)
 		rc = send_row(s, st, mine, err);
 	if (rc == 0)
-		rc = s->rank == 0 ? rank0_gather(s, st, rows, &port, err)
-				  : peer_gather(s, st, &port, err);
+		rc = s->rank == 0 ? rank0_gather(s, st, rows, go, sizeof(go), err)
+				  : peer_gather(s, st, go, sizeof(go), err);
 	dpg_store_close(st);
 	if (srv != NULL)
 		dpg_store_server_stop(srv);
-	if (rc == 0 && port != 0)
-		rc = check_p2p(s, port, rows, err);
-	return rc;
+	return rc != 0 ? rc : check_p2p(s, go, rows, err);
 }

@@ -30,7 +30,7 @@ uint64_t dpg_check_shm_need(int local)
 
 	if (stage > 64u * MIB)
 		stage = 64u * MIB;
-	return stage + 2 * l * MIB + MIB;
+	return stage + MIB;
 }
 
 /* Read <root><path> (at most len-1 bytes, NUL-terminated); 0 or -errno. */

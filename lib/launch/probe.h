@@ -24,9 +24,10 @@
 #define DPG_CHECK_FD_PER_COMM 6
 uint64_t dpg_check_nofile_need(int world, bool rank0);
 
-/* Bytes of /dev/shm one node's segment needs with `local` tasks: the CPU
- * backend's staging (4 sets x local x 1 MiB, at most 64 MiB), two 1 MiB
- * pipes per task and a page of header, rounded up to 1 MiB. */
+/* Bytes of /dev/shm one node's segment needs with `local` tasks: the
+ * largest the CPU backend makes (4 sets x local x 1 MiB slots, the size it
+ * takes when the node is oversubscribed; 256 KiB slots otherwise; at most
+ * 64 MiB) and a MiB for its header and pipes. */
 uint64_t dpg_check_shm_need(int local);
 
 /* "Max open files" of <root>/proc/self/limits (soft limit) vs the need. */

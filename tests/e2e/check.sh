@@ -86,7 +86,7 @@ c_check_shm() {
 		fail "cannot mount a small /dev/shm in n2's mount namespace" || return 1
 	check_run "$out" "${CKG[@]}"
 	nsenter -t "$pid" -m umount /dev/shm
-	check_broken "$out" n2 shm "n1=ok n2=FAIL n3=ok" "the node segment of 2 tasks needs 13312 KiB"
+	check_broken "$out" n2 shm "n1=ok n2=FAIL n3=ok" "the node segment of 2 tasks needs 9216 KiB"
 }
 
 # hold_port NODE PORT: a listener on PORT in NODE's network namespace (the

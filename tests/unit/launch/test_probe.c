@@ -124,8 +124,8 @@ static void test_shm(void **state)
 	struct dpg_check_cell c;
 
 	(void)state;
-	assert_int_equal(dpg_check_shm_need(2), (8 + 4 + 1) << 20);
-	assert_int_equal(dpg_check_shm_need(32), (64 + 64 + 1) << 20);
+	assert_int_equal(dpg_check_shm_need(2), (8 + 1) << 20);
+	assert_int_equal(dpg_check_shm_need(32), (64 + 1) << 20);
 	put("dev/shm/x", "");
 	{
 		/* the fake dev/shm is a directory of the test's filesystem: its
@@ -137,13 +137,11 @@ static void test_shm(void **state)
 		snprintf(path, sizeof(path), "%s/dev/shm", root);
 		assert_int_equal(statvfs(path, &sv), 0);
 		mib = (unsigned long long)sv.f_bavail * sv.f_frsize >> 20;
-		snprintf(want, sizeof(want), "%lluM/7M", mib);
+		snprintf(want, sizeof(want), "%lluM/5M", mib);
 		dpg_probe_shm(root, 1, &c);
-		assert_cell(&c, mib >= 7 ? DPG_CHECK_OK : DPG_CHECK_FAIL, want, NULL);
+		assert_cell(&c, mib >= 5 ? DPG_CHECK_OK : DPG_CHECK_FAIL, want, NULL);
 	}
-	dpg_probe_shm(root, 1 << 30, &c);
-	assert_int_equal(c.state, DPG_CHECK_FAIL);
-	assert_non_null(strstr(c.detail, "remount,size="));
+	/* (the failing side, a real small tmpfs: tests/e2e/check.sh) */
 	{
 		char other[300];
 
