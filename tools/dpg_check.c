@@ -42,7 +42,7 @@ static int read_layout(struct check_step *s, struct dpg_err *err)
 	const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
 	size_t n = 0;
 
-	s->nodelist = getenv("SLURM_STEP_NODELIST");
+	s->nodelist = getenv("SLURM_STEP_NODELIST") ? strdup(getenv("SLURM_STEP_NODELIST")) : NULL;
 	if (s->nodelist == NULL || tpn == NULL)
 		return dpg_errf(err, "SLURM_STEP_NODELIST or SLURM_STEP_TASKS_PER_NODE "
 				"is not set: run dpg-check as an srun step");
@@ -74,8 +74,9 @@ static int read_step(struct check_step *s, struct dpg_err *err)
 		return dpg_errs(err, DPG_ERR_ENV, "DPG_NUM_NODES=%d or DPG_MASTER_PORT=%d "
 				"out of range", s->nodes, p);
 	s->master_port = (uint16_t)p;
-	s->master_addr = getenv(DPG_VAR_MASTER_ADDR);
-	s->secret = getenv(DPG_VAR_SECRET);
+	/* owned copies: the point-to-point test scrubs the environment */
+	s->master_addr = getenv(DPG_VAR_MASTER_ADDR) ? strdup(getenv(DPG_VAR_MASTER_ADDR)) : NULL;
+	s->secret = getenv(DPG_VAR_SECRET) ? strdup(getenv(DPG_VAR_SECRET)) : NULL;
 	if (s->master_addr == NULL || s->secret == NULL)
 		return dpg_errs(err, DPG_ERR_ENV, "DPG_MASTER_ADDR or DPG_SECRET is not set: "
 				"run dpg-check as a step with a --dpg-* option");
@@ -224,5 +225,8 @@ int main(int argc, char **argv)
 	}
 	free(rows);
 	free(s.tasks_per_node);
+	free(s.master_addr);
+	free(s.secret);
+	free(s.nodelist);
 	return fit ? 0 : 1;
 }

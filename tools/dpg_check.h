@@ -15,13 +15,13 @@
 /* What the task reads from its environment (the plugin's contract). */
 struct check_step {
 	int rank, world, local_rank, local_world, node_rank, nodes;
-	const char *master_addr;
+	char *master_addr;		/* (owned: strdup) */
 	uint16_t master_port;
-	const char *secret;
+	char *secret;
 	double timeout_s;
 	int64_t t0_ms, deadline_ms;	/* dpg_now_ms clock: start, DPG_TIMEOUT */
 	char node[DPG_CHECK_NODE_MAX];
-	const char *nodelist;		/* SLURM_STEP_NODELIST */
+	char *nodelist;			/* SLURM_STEP_NODELIST */
 	uint32_t *tasks_per_node;	/* [nodes], from SLURM_STEP_TASKS_PER_NODE */
 	bool json;
 };

@@ -100,6 +100,35 @@ static dpg_status_t one_pair(dpg_ctx_t *ctx, int me, int j, int node, float *buf
 	return st;
 }
 
+/* The test's world is not the step's: drop what dpg_init would read of the
+ * step (DPG_*, SLURM_*, torchrun's, Open MPI's and PMI's names) so that only
+ * the explicit options count (SLURMD_NODENAME, the node's name, stays). */
+static void scrub_env(void)
+{
+	static const char *const prefixes[] = { "DPG_", "SLURM_", "OMPI_", "PMI_", "PMIX_" };
+	static const char *const names[] = {
+		"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK",
+		"GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+		"MASTER_ADDR", "MASTER_PORT",
+	};
+	extern char **environ;
+	char name[256];
+
+	for (size_t i = 0; environ[i] != NULL;) {
+		size_t n = strcspn(environ[i], "=");
+		bool drop = false;
+
+		snprintf(name, sizeof(name), "%.*s", (int)n, environ[i]);
+		for (size_t k = 0; k < sizeof(prefixes) / sizeof(prefixes[0]); k++)
+			drop = drop || strncmp(name, prefixes[k], strlen(prefixes[k])) == 0;
+		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+			drop = drop || strcmp(name, names[k]) == 0;
+		if (drop && n < sizeof(name) && unsetenv(name) == 0)
+			continue;	/* environ[i] is the next one now */
+		i++;
+	}
+}
+
 static void init_opts(const struct check_step *s, int me, int n, uint16_t port,
 		      dpg_init_opts_t *o)
 {
@@ -153,6 +182,7 @@ int check_p2p(const struct check_step *s, const char *go, struct dpg_check_row *
 	if (s->rank == 0)
 		mark_skipped(s, list, port != 0 ? n : 0, rows);
 	if (port != 0 && me >= 0 && n > 1) {
+		scrub_env();
 		init_opts(s, me, n, port, &o);
 		st = dpg_init(&o, &ctx);
 		for (int j = 1; st == DPG_OK && j < n; j++)
