@@ -89,25 +89,29 @@ c_check_shm() {
 	check_broken "$out" n2 shm "n1=ok n2=FAIL n3=ok" "the node segment of 2 tasks needs 9216 KiB"
 }
 
-# hold_port NODE PORT: a listener on PORT in NODE's network namespace (the
-# host's without NETNS=1); its pid in HOLD_PID
+# hold_port NODE: a listener on a free port of NODE's network namespace
+# (the host's without NETNS=1); the port in HOLD_PORT, its pid in HOLD_PID
 hold_port() {
-	local pid
+	local pid f=$WORK/hold-$1.port
 	pid=$(slurmd_pid "$1")
-	nsenter -t "$pid" -n "$PY" -c 'import socket, sys, time
+	: >"$f"
+	nsenter -t "$pid" -n "$PY" -c 'import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("", int(sys.argv[1]))); s.listen(); time.sleep(120)' "$2" &
+s.bind(("", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(120)' >"$f" &
 	HOLD_PID=$!
 	for _ in $(seq 50); do
-		nsenter -t "$pid" -n ss -Hltn "sport = :$2" | grep -q . && return 0
+		HOLD_PORT=$(cat "$f")
+		[ -n "$HOLD_PORT" ] && nsenter -t "$pid" -n ss -Hltn "sport = :$HOLD_PORT" | grep -q . &&
+			return 0
 		sleep 0.1
 	done
-	fail "the listener on $1:$2 did not start"
+	fail "the listener on $1 did not start"
 }
 
 c_check_port() { # NODE ROWS
-	local out=$WORK/check-port-$1.out port=$((30000 + RANDOM % 20000))
-	hold_port "$1" "$port" || return 1
+	local out=$WORK/check-port-$1.out port
+	hold_port "$1" || return 1
+	port=$HOLD_PORT
 	CK_TIMEOUT=10 check_run "$out" "${CKG[@]}" --dpg-port="$port"
 	kill "$HOLD_PID"; wait "$HOLD_PID" 2>/dev/null
 	check_broken "$out" "$1" port "$2" "$port.*ss -ltnp" || return 1
