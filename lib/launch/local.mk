@@ -14,6 +14,8 @@ libdpglaunch_la_SOURCES = \
 	lib/launch/topocache_load.c \
 	lib/launch/plan.c lib/launch/plan.h lib/launch/plan_fmt.c \
 	lib/launch/gpuvis.c lib/launch/gpuvis.h \
-	lib/launch/bindenv.c lib/launch/bindenv.h
+	lib/launch/bindenv.c lib/launch/bindenv.h \
+	lib/launch/checkrow.c lib/launch/checkrow.h lib/launch/checkrow_fmt.c \
+	lib/launch/probe.c lib/launch/probe_dev.c lib/launch/probe.h
 libdpglaunch_la_CPPFLAGS = $(LAUNCH_CPPFLAGS) $(HWLOC_CFLAGS)
 libdpglaunch_la_LIBADD = $(HWLOC_LIBS)

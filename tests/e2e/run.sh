@@ -57,6 +57,7 @@ E2E_BUILD=$([ -n "$PLUGIN_SO" ] && cd "$(dirname "$PLUGIN_SO")/.." 2>/dev/null &
 E2E_DEMO=${DPG_DEMO:-${E2E_BUILD:+$E2E_BUILD/examples/allreduce_demo}}
 E2E_TRAIN=${DPG_TRAIN:-${E2E_BUILD:+$E2E_BUILD/examples/train}}
 E2E_VICTIM=${DPG_VICTIM:-${E2E_BUILD:+$E2E_BUILD/tests/e2e/coll_victim}}
+E2E_CHECK=${DPG_CHECK:-${E2E_BUILD:+$E2E_BUILD/dpg-check}}
 # the admin's cached topology for the G > 0 cases: this VM has no GPU
 FX=$E2E_SRCDIR/tests/fixtures/topo/synthetic-2s-4gpu-2sw.xml
 T=$E2E_DIR/taskenv.sh
@@ -80,7 +81,7 @@ fi
 [ -z "${DPG_DEMO:-}" ] || [ -x "$DPG_DEMO" ] || die "DPG_DEMO=$DPG_DEMO is not an executable"
 [ -z "${DPG_VICTIM:-}" ] || [ -x "$DPG_VICTIM" ] || die "DPG_VICTIM=$DPG_VICTIM is not an executable"
 [ -z "${DPG_TRAIN:-}" ] || [ -x "$DPG_TRAIN" ] || die "DPG_TRAIN=$DPG_TRAIN is not an executable"
-for v in E2E_DEMO E2E_VICTIM E2E_TRAIN; do # (derived ones that are not built: skipped)
+for v in E2E_DEMO E2E_VICTIM E2E_TRAIN E2E_CHECK; do # (derived ones that are not built: skipped)
 	if [ -n "${!v}" ] && [ -x "${!v}" ]; then
 		printf -v $v '%s' "$(cd "$(dirname "${!v}")" && pwd)/$(basename "${!v}")"
 	else
@@ -708,6 +709,9 @@ if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev
 else
 	skip_case "torch gloo env:// all_reduce" "$PY has no torch with gloo (apt-get install python3-torch)"
 fi
+# dpg-check against healthy and deliberately broken nodes
+. "$E2E_DIR/check.sh"
+check_cases
 # PyTorch 2.x, Lightning, Accelerate, JAX from the PyPI environment
 . "$E2E_DIR/clients.sh"
 clients_cases

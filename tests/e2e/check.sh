@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# check.sh - the e2e cases of dpg-check: a healthy cluster exits 0 with one
+# "ok" row per node; deliberately broken nodes are reported, exactly those,
+# with the right reason: a small /dev/shm (a tmpfs mounted in that node's
+# own mount namespace, NETNS=1), a low open-files limit (prlimit on that
+# node's slurmd, the step run with --propagate=NONE so that the tasks get
+# the node's limits, as with PropagateResourceLimits=NONE), MASTER_PORT
+# held by another process on a node, and a node whose tasks never start the
+# check (named by rank 0 within DPG_TIMEOUT).  Sourced by run.sh; E2E_CHECK
+# is the dpg-check to run.
+
+CKG=(-N3 --ntasks-per-node=2 --dpg-gpus-per-task=0)
+CK_PRE=()   # what runs dpg-check (a wrapper), before its path
+
+slurmd_pid() { awk -v n="slurmd-$1" '$2 == n { print $1 }' "$LAB/pids"; }
+
+# check_run OUT SRUN-ARGS... -- DPG_TIMEOUT: run dpg-check as a step; its
+# rc in $CK_RC, its wall time in $CK_S
+check_run() {
+	local out=$1 to t0
+	shift
+	to=${CK_TIMEOUT:-20}
+	echo "\$ DPG_TIMEOUT=$to srun $* dpg-check ${CK_ARGS:-}"
+	t0=$(e2e_now)
+	timeout 120 srun "${INALLOC[@]}" "$@" env DPG_TIMEOUT="$to" "${CK_PRE[@]}" \
+		"$E2E_CHECK" ${CK_ARGS:-} >"$out" 2>"$out.err"; CK_RC=$?
+	CK_S=$(e2e_elapsed "$t0")
+	echo "(exit $CK_RC after ${CK_S}s)"
+	cat "$out"
+	[ -s "$out.err" ] && show "$out.err" stderr
+	return 0
+}
+
+# check_rows OUT WANT: the RESULT column by node, "n1=ok n2=FAIL n3=ok"
+check_rows() {
+	local got
+	got=$(awk '$1 ~ /^n[0-9]+$/ && NF > 3 { printf "%s%s=%s", sep, $1, $NF; sep = " " }' "$1")
+	[ "$got" = "$2" ] || fail "rows: want '$2', got '$got'"
+}
+
+c_check_ok() {
+	local out=$WORK/check-ok.out
+	check_run "$out" "${CKG[@]}"
+	[ "$CK_RC" = 0 ] || fail "dpg-check exited $CK_RC on a healthy cluster" || return 1
+	check_rows "$out" "n1=ok n2=ok n3=ok" || return 1
+	grep -q '^dpg-check: 3 of 3 nodes fit$' "$out" || fail "no '3 of 3 nodes fit'" || return 1
+	CK_ARGS=--json check_run "$out.json" "${CKG[@]}"
+	[ "$CK_RC" = 0 ] || fail "dpg-check --json exited $CK_RC" || return 1
+	"$PY" - "$out.json" <<'PYEOF' || return 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["fit"] is True and [n["node"] for n in d["nodes"]] == ["n1", "n2", "n3"], d
+for n in d["nodes"][1:]:
+    assert n["checks"]["net"]["state"] == "ok" and "GB/s" in n["checks"]["net"]["value"], n
+print("json: fit, net " + ", ".join(n["node"] + " " + n["checks"]["net"]["value"] for n in d["nodes"][1:]))
+PYEOF
+	note "$(awk '$1 == "n2" { print "n2:", $(NF-2), $(NF-1) }' "$out")"
+}
+
+# check_broken OUT NODE COLUMN WANT-ROWS PATTERN: exactly one failing cell,
+# NODE's COLUMN, its note matching PATTERN
+check_broken() {
+	local out=$1 node=$2 col=$3 rows=$4 pat=$5
+	[ "$CK_RC" != 0 ] || fail "dpg-check exited 0 with $node broken" || return 1
+	check_rows "$out" "$rows" || return 1
+	grep -q "^\[1\] $node $col: .*$pat" "$out" || fail "no note '[1] $node $col: ...$pat'" || return 1
+	[ "$(grep -c '^\[[0-9]*\] ' "$out")" = 1 ] || fail "more than one failing cell" || return 1
+	note "$(grep -m1 "^\[1\] " "$out" | cut -c1-150)"
+}
+
+c_check_nofile() {
+	local out=$WORK/check-nofile.out pid old rc
+	pid=$(slurmd_pid n3)
+	# the soft limit only: raising a hard limit back needs CAP_SYS_RESOURCE
+	old=$(prlimit --pid "$pid" --nofile --noheadings -o SOFT | tr -d ' ')
+	prlimit --pid "$pid" --nofile=80: || fail "prlimit on n3's slurmd failed" || return 1
+	check_run "$out" --propagate=NONE "${CKG[@]}"
+	prlimit --pid "$pid" --nofile="$old": || fail "cannot restore n3's slurmd limit" || return 1
+	check_broken "$out" n3 nofile "n1=ok n2=ok n3=FAIL" "open-files limit 80 is below the 90"
+}
+
+c_check_shm() {
+	local out=$WORK/check-shm.out pid
+	pid=$(slurmd_pid n2)
+	nsenter -t "$pid" -m mount -t tmpfs -o size=1m dpgcheck /dev/shm ||
+		fail "cannot mount a small /dev/shm in n2's mount namespace" || return 1
+	check_run "$out" "${CKG[@]}"
+	nsenter -t "$pid" -m umount /dev/shm
+	check_broken "$out" n2 shm "n1=ok n2=FAIL n3=ok" "the node segment of 2 tasks needs 9216 KiB"
+}
+
+# hold_port NODE: a listener on a free port of NODE's network namespace
+# (the host's without NETNS=1); the port in HOLD_PORT, its pid in HOLD_PID
+hold_port() {
+	local pid f=$WORK/hold-$1.port
+	pid=$(slurmd_pid "$1")
+	: >"$f"
+	nsenter -t "$pid" -n "$PY" -c 'import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(120)' >"$f" &
+	HOLD_PID=$!
+	for _ in $(seq 50); do
+		HOLD_PORT=$(cat "$f")
+		[ -n "$HOLD_PORT" ] && nsenter -t "$pid" -n ss -Hltn "sport = :$HOLD_PORT" | grep -q . &&
+			return 0
+		sleep 0.1
+	done
+	fail "the listener on $1 did not start"
+}
+
+c_check_port() { # NODE ROWS
+	local out=$WORK/check-port-$1.out port
+	hold_port "$1" || return 1
+	port=$HOLD_PORT
+	CK_TIMEOUT=10 check_run "$out" "${CKG[@]}" --dpg-port="$port"
+	kill "$HOLD_PID"; wait "$HOLD_PID" 2>/dev/null
+	check_broken "$out" "$1" port "$2" "$port.*ss -ltnp" || return 1
+	if [ "$1" = n1 ]; then
+		grep -q "^n2: not checked: rank 0 could not listen on MASTER_PORT $port" "$out" ||
+			fail "n2 not reported 'not checked'" || return 1
+		awk -v s="$CK_S" 'BEGIN { exit !(s < 10 + 5) }' ||
+			fail "the step took ${CK_S}s, DPG_TIMEOUT=10" || return 1
+	fi
+}
+
+c_check_absent() { # n3's tasks never start dpg-check: named within DPG_TIMEOUT
+	local out=$WORK/check-absent.out
+	# shellcheck disable=SC2016
+	CK_PRE=(sh -c 'if [ "$SLURMD_NODENAME" = n3 ]; then exec sleep 60; fi; exec "$0"')
+	CK_TIMEOUT=8 check_run "$out" -K "${CKG[@]}"
+	CK_PRE=()
+	[ "$CK_RC" != 0 ] || fail "dpg-check exited 0 with n3 absent" || return 1
+	check_rows "$out" "n1=ok n2=ok n3=FAIL" || return 1
+	grep -q "^n3: 0 of 2 tasks reported within 4 s (DPG_TIMEOUT/2)" "$out" ||
+		fail "n3 not named" || return 1
+	awk -v s="$CK_S" 'BEGIN { exit !(s < 8 + 4) }' ||
+		fail "the step took ${CK_S}s, DPG_TIMEOUT=8" || return 1
+	note "n3 named after ${CK_S}s (DPG_TIMEOUT=8)"
+}
+
+check_cases() {
+	if [ -z "${E2E_CHECK:-}" ]; then
+		skip_case "dpg-check cases" "dpg-check not built"
+		return 0
+	fi
+	pcase "dpg-check -N3 x2: healthy cluster, exit 0, 3 rows ok, --json fit" c_check_ok
+	if command -v prlimit >/dev/null; then
+		pcase "dpg-check: n3's slurmd at 80 open files (--propagate=NONE): only n3 fails, nofile" c_check_nofile
+	else
+		skip_case "dpg-check: low open-files limit" "no prlimit (util-linux)"
+	fi
+	if [ "$NETNS" = 1 ]; then
+		pcase "dpg-check: a 1 MiB /dev/shm in n2's mount namespace: only n2 fails, shm" c_check_shm
+		pcase "dpg-check: MASTER_PORT held on n2: only n2 fails, port" \
+			c_check_port n2 "n1=ok n2=FAIL n3=ok"
+	else
+		skip_case "dpg-check: small /dev/shm on one node" "the nodes share one mount namespace (run check-e2e-netns)"
+		skip_case "dpg-check: MASTER_PORT held on n2 only" "the nodes share one network namespace (run check-e2e-netns)"
+	fi
+	pcase "dpg-check: MASTER_PORT held on rank 0's node: n1 fails, the others 'not checked', within DPG_TIMEOUT" \
+		c_check_port n1 "n1=FAIL n2=FAIL n3=FAIL"
+	pcase "dpg-check: n3's tasks never start: n3 named by rank 0 within DPG_TIMEOUT" c_check_absent
+}
