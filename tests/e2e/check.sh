@@ -6,8 +6,9 @@
 # node's slurmd, the step run with --propagate=NONE so that the tasks get
 # the node's limits, as with PropagateResourceLimits=NONE), MASTER_PORT
 # held by another process on a node, and a node whose tasks never start the
-# check (named by rank 0 within DPG_TIMEOUT).  Sourced by run.sh; E2E_CHECK
-# is the dpg-check to run.
+# check (named by rank 0 within DPG_TIMEOUT).  Also the straggler line
+# (DPG_REPORT) and the hang report of examples/train with a slowed or a
+# stopped rank.  Sourced by run.sh; E2E_CHECK is the dpg-check to run.
 
 CKG=(-N3 --ntasks-per-node=2 --dpg-gpus-per-task=0)
 CK_PRE=()   # what runs dpg-check (a wrapper), before its path
@@ -138,6 +139,46 @@ c_check_absent() { # n3's tasks never start dpg-check: named within DPG_TIMEOUT
 	note "n3 named after ${CK_S}s (DPG_TIMEOUT=8)"
 }
 
+# The straggler line: rank 3 (on n2) runs at nice 19 while 6 ranks share 2
+# cores, so it computes slower than the others (a SIGSTOP/SIGCONT duty cycle
+# is not a straggler: it mostly lands while the rank waits inside a
+# collective, where the others do not wait for it); rank 0's DPG_REPORT
+# lines must name it, with its node.
+c_report_straggler() {
+	local out=$WORK/report.out n all
+	echo "\$ srun -N3 --ntasks-per-node=2 env DPG_REPORT=100 train --steps 400 ...   (rank 3 at nice 19)"
+	timeout 120 srun "${INALLOC[@]}" "${CKG[@]}" env DPG_REPORT=100 sh -c \
+		'if [ "$RANK" = 3 ]; then exec nice -n 19 "$0" "$@"; fi; exec "$0" "$@"' \
+		"$E2E_TRAIN" --steps 400 --global-batch 48 --log-every 100 >"$out" 2>&1 ||
+		{ show "$out"; fail "train exited non-zero"; return 1; }
+	grep '^dpg report' "$out"
+	all=$(grep -c '^dpg report: steps [0-9]*-[0-9]*: slowest rank [0-9]* (n[0-9]*)' "$out")
+	n=$(grep -c '^dpg report: steps [0-9]*-[0-9]*: slowest rank 3 (n2): the others waited [0-9.]* ms per step for it, [0-9]*% of a [0-9.]* ms step$' "$out")
+	[ "$all" = 4 ] || fail "want 4 report lines (every 100 of 400 steps), got $all" || return 1
+	[ "$n" -ge 3 ] || fail "rank 3 (n2) named in $n of 4 report lines, want at least 3" || return 1
+	note "$(grep -m1 'slowest rank 3' "$out")"
+}
+
+# The hang report: rank 3 stopped for good after 1 s, DPG_TIMEOUT=5: the
+# ranks that time out say what every rank was doing and name rank 3 and n2;
+# the step ends (fast fail ends the stopped rank too).
+c_report_hang() {
+	local out=$WORK/hang.out t0 s
+	echo "\$ srun -N3 --ntasks-per-node=2 env DPG_TIMEOUT=5 train --steps 100000 ...   (rank 3 stopped at 1 s)"
+	t0=$(e2e_now)
+	timeout 120 srun "${INALLOC[@]}" "${CKG[@]}" env DPG_TIMEOUT=5 sh -c \
+		'if [ "$RANK" = 3 ]; then me=$$; (sleep 1; kill -STOP $me) & fi; exec "$0" "$@"' \
+		"$E2E_TRAIN" --steps 100000 --global-batch 48 --log-every 100000 >"$out" 2>&1 &&
+		{ show "$out"; fail "the step succeeded"; return 1; }
+	s=$(e2e_elapsed "$t0")
+	grep -E 'timed out|the ranks' "$out" | head -3 | cut -c1-400
+	grep -qE 'timed out .*waiting for peer rank 3 .*; the ranks: .*rank 3 \(n2[^)]*\)' "$out" ||
+		fail "no hang report naming rank 3 (n2)" || return 1
+	grep -qE 'ranks [0-9,-]+ waiting since [0-9.]+ s' "$out" || fail "the report does not say who waits since when" || return 1
+	awk -v s="$s" 'BEGIN { exit !(s < 30) }' || fail "the step took ${s}s to end (DPG_TIMEOUT=5)" || return 1
+	note "ended after ${s}s: $(grep -m1 -oE 'rank 3 \(n2[^;]*' "$out")"
+}
+
 check_cases() {
 	if [ -z "${E2E_CHECK:-}" ]; then
 		skip_case "dpg-check cases" "dpg-check not built"
@@ -160,4 +201,8 @@ check_cases() {
 	pcase "dpg-check: MASTER_PORT held on rank 0's node: n1 fails, the others 'not checked', within DPG_TIMEOUT" \
 		c_check_port n1 "n1=FAIL n2=FAIL n3=FAIL"
 	pcase "dpg-check: n3's tasks never start: n3 named by rank 0 within DPG_TIMEOUT" c_check_absent
+	if [ -n "$E2E_TRAIN" ]; then
+		pcase "report: DPG_REPORT=100, rank 3 at nice 19 on 2 shared cores: the straggler line names rank 3 (n2)" c_report_straggler
+		pcase "report: rank 3 SIGSTOPped, DPG_TIMEOUT=5: the hang report names rank 3 (n2), step ends" c_report_hang
+	fi
 }
