@@ -19,7 +19,9 @@
 # somaxconn (the listen backlog's cap: connections the kernel holds before
 # the store accepts them; past it SYNs are dropped and retried after 1 s) is
 # reported.  Columns: ranks, layout, dpg s, TCPStore s, TCPStore/dpg,
-# connections, descriptors and RSS at the store (peak VmHWM, MiB).
+# connections, descriptors and RSS at the store (peak VmHWM, MiB), and the
+# store's CPU seconds (rank 0's share of the work; the simulated ranks' share
+# competes for the same cores here and runs on their own nodes on a cluster).
 #
 # Knobs: NS, PER_NODE (8), DPG_TIMEOUT (60 s), TCPSTORE_TIMEOUT (20 s),
 # PYTHON (/usr/bin/python3: Debian's torch 1.13), TS_PROCS (8), BUILD.
@@ -103,16 +105,17 @@ for n in $NS; do
 		else
 			ratio="-"
 		fi
-		ROWS+=("$(printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s |' "$n" "$layout" "$s" \
-			"$ts_col" "$ratio" "$(cell conns "$line")" "$(cell store_fds "$line")" \
-			"$(cell store_hwm_mb "$line")")")
+		ROWS+=("$(printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s | %8s |' "$n" \
+			"$layout" "$s" "$ts_col" "$ratio" "$(cell conns "$line")" \
+			"$(cell store_fds "$line")" "$(cell store_hwm_mb "$line")" \
+			"$(cell store_cpu_s "$line")")")
 	done
 done
 
 echo
-printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s |\n' ranks layout "dpg s" "TCPStore s" \
-	"TCPStore/dpg" conns fds "RSS MiB"
-echo "|---------|-------------|---------|-------------|--------------|--------|--------|---------|"
+printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s | %8s |\n' ranks layout "dpg s" \
+	"TCPStore s" "TCPStore/dpg" conns fds "RSS MiB" "store CPU s"
+echo "|---------|-------------|---------|-------------|--------------|--------|--------|---------|----------|"
 printf '%s\n' "${ROWS[@]}"
 for note in "${NOTES[@]+"${NOTES[@]}"}"; do
 	printf '\n%s\n' "$note"
