@@ -27,9 +27,12 @@
  * store: connections, descriptors, RSS (VmRSS and the peak VmHWM).  One line:
  *   sim ranks=N per_conn=R conns=C procs=P rendezvous_s=S ok=K fail=F
  *       store_fds=D store_rss_mb=M store_hwm_mb=H store_cpu_s=U retries=T
- *       [error: first error]
+ *       listen_overflows=O [error: first error]
  * store_cpu_s: the CPU time of the store (this process) during the run: on a
  * cluster the ranks' own share of the work runs elsewhere, here it competes.
+ * retries: handshakes the store cut (it evicts the oldest unauthenticated
+ * connection past 1,024); listen_overflows: SYNs the kernel dropped on a full
+ * backlog (somaxconn), retried by the client's kernel 1 s later.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -580,6 +583,31 @@ static double vm_mb(const char *field)
 	return kb < 0 ? -1 : kb / 1024;
 }
 
+/* TcpExt ListenOverflows of /proc/net/netstat: connections the kernel dropped
+ * because a listen backlog (capped at net.core.somaxconn) was full; the
+ * client's SYN is retried after 1 s, then 3 s (machine-wide; -1: unknown). */
+static long listen_overflows(void)
+{
+	FILE *f = fopen("/proc/net/netstat", "r");
+	char names[4096], vals[4096];
+	long v = -1;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(names, sizeof(names), f) != NULL && fgets(vals, sizeof(vals), f) != NULL) {
+		char *sn, *sv, *n = strtok_r(names, " \n", &sn), *x = strtok_r(vals, " \n", &sv);
+
+		if (n == NULL || strcmp(n, "TcpExt:") != 0)
+			continue;
+		while ((n = strtok_r(NULL, " \n", &sn)) != NULL &&
+		       (x = strtok_r(NULL, " \n", &sv)) != NULL)
+			if (strcmp(n, "ListenOverflows") == 0)
+				v = atol(x);
+	}
+	fclose(f);
+	return v;
+}
+
 struct run {
 	int n, nr, per_node, conns, procs, addrs;
 	double timeout_s;
@@ -674,6 +702,7 @@ int main(int argc, char **argv)
 	char first_err[256] = "";
 	int ok = 0, fail = 0, p, base_fds, store_fds = -1;
 	unsigned long retries = 0;
+	long ovf0, ovf;
 	int64_t t0, t1 = 0;
 	double rss = -1, hwm = -1, cpu0, store_cpu;
 	struct rusage ru;
@@ -709,6 +738,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	base_fds = count_fds() - r.procs;
+	ovf0 = listen_overflows();
 	getrusage(RUSAGE_SELF, &ru);
 	cpu0 = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
 		(double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;	/* less the start pipes, closed below */
@@ -743,6 +773,8 @@ int main(int argc, char **argv)
 	store_cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
 		(double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6 - cpu0;
 	store_fds = count_fds() - base_fds;
+	ovf = listen_overflows();
+	ovf = ovf < 0 || ovf0 < 0 ? -1 : ovf - ovf0;
 	rss = vm_mb("VmRSS");
 	hwm = vm_mb("VmHWM");
 	close(r.hold[1]);
@@ -750,8 +782,8 @@ int main(int argc, char **argv)
 		waitpid(r.pids[p], NULL, 0);
 	dpg_store_server_stop(srv);
 	printf("sim ranks=%d per_conn=%d conns=%d procs=%d rendezvous_s=%.3f ok=%d fail=%d "
-	       "store_fds=%d store_rss_mb=%.1f store_hwm_mb=%.1f store_cpu_s=%.3f retries=%lu%s%s\n",
+	       "store_fds=%d store_rss_mb=%.1f store_hwm_mb=%.1f store_cpu_s=%.3f retries=%lu listen_overflows=%ld%s%s\n",
 	       r.n, r.nr, r.conns, r.procs, t1 > t0 ? (double)(t1 - t0) / 1e6 : 0.0, ok, fail,
-	       store_fds, rss, hwm, store_cpu, retries, first_err[0] ? " error: " : "", first_err);
+	       store_fds, rss, hwm, store_cpu, retries, ovf, first_err[0] ? " error: " : "", first_err);
 	return fail == 0 ? 0 : 1;
 }
