@@ -21,7 +21,11 @@
 # reported.  Columns: ranks, layout, dpg s, TCPStore s, TCPStore/dpg,
 # connections, descriptors and RSS at the store (peak VmHWM, MiB), and the
 # store's CPU seconds (rank 0's share of the work; the simulated ranks' share
-# competes for the same cores here and runs on their own nodes on a cluster).
+# competes for the same cores here and runs on their own nodes on a cluster),
+# the SYNs the kernel dropped on the full listen backlog (TcpExt
+# ListenOverflows, machine-wide) and, after the rendezvous, the seconds one
+# client takes to GET all N addresses in turn (what dpg_init's rank 0 does to
+# gather the greetings, xchg.c).
 #
 # Knobs: NS, PER_NODE (8), DPG_TIMEOUT (60 s), TCPSTORE_TIMEOUT (20 s),
 # PYTHON (/usr/bin/python3: Debian's torch 1.13), TS_PROCS (8), BUILD.
@@ -89,7 +93,7 @@ for n in $NS; do
 	tcpstore "$n"
 	for r in 1 "$PER_NODE"; do
 		layout=$([ "$r" = 1 ] && echo flat || echo "1 conn/node")
-		line=$(timeout $((DPG_TIMEOUT * 2 + 30)) "$STORE_SIM" -n "$n" -r "$r" -N "$PER_NODE" \
+		line=$(timeout $((DPG_TIMEOUT * 3 + 30)) "$STORE_SIM" -c -n "$n" -r "$r" -N "$PER_NODE" \
 			-t "$DPG_TIMEOUT" 2>"$WORK/sim.$n.$r.err")
 		rc=$?
 		echo "${line:-sim ranks=$n per_conn=$r: no result (rc $rc)}"
@@ -105,17 +109,18 @@ for n in $NS; do
 		else
 			ratio="-"
 		fi
-		ROWS+=("$(printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s | %8s |' "$n" \
-			"$layout" "$s" "$ts_col" "$ratio" "$(cell conns "$line")" \
+		ROWS+=("$(printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s | %8s | %8s | %9s |' \
+			"$n" "$layout" "$s" "$ts_col" "$ratio" "$(cell conns "$line")" \
 			"$(cell store_fds "$line")" "$(cell store_hwm_mb "$line")" \
-			"$(cell store_cpu_s "$line")")")
+			"$(cell store_cpu_s "$line")" "$(cell listen_overflows "$line")" \
+			"$(cell collect_s "$line")")")
 	done
 done
 
 echo
-printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s | %8s |\n' ranks layout "dpg s" \
-	"TCPStore s" "TCPStore/dpg" conns fds "RSS MiB" "store CPU s"
-echo "|---------|-------------|---------|-------------|--------------|--------|--------|---------|----------|"
+printf '| %7s | %-11s | %7s | %11s | %12s | %6s | %6s | %7s | %8s | %8s | %9s |\n' ranks layout \
+	"dpg s" "TCPStore s" "TCPStore/dpg" conns fds "RSS MiB" "store CPU s" "SYN drops" "collect s"
+echo "|---------|-------------|---------|-------------|--------------|--------|--------|---------|----------|----------|-----------|"
 printf '%s\n' "${ROWS[@]}"
 for note in "${NOTES[@]+"${NOTES[@]}"}"; do
 	printf '\n%s\n' "$note"

@@ -2,7 +2,7 @@
 /* store_sim.c - a job-start rendezvous at scale through the real dpg store
  * server, its ranks simulated by event-driven clients speaking the wire protocol.
  *
- *   store_sim [-n RANKS] [-r RANKS_PER_CONN] [-N RANKS_PER_NODE] [-p PROCS]
+ *   store_sim [-c] [-n RANKS] [-r RANKS_PER_CONN] [-N RANKS_PER_NODE] [-p PROCS]
  *             [-a ADDRS] [-t TIMEOUT_S]
  *
  * The server (dpg_store_server_start, lib/runtime) runs in this process and
@@ -27,7 +27,10 @@
  * store: connections, descriptors, RSS (VmRSS and the peak VmHWM).  One line:
  *   sim ranks=N per_conn=R conns=C procs=P rendezvous_s=S ok=K fail=F
  *       store_fds=D store_rss_mb=M store_hwm_mb=H store_cpu_s=U retries=T
- *       listen_overflows=O [error: first error]
+ *       listen_overflows=O collect_s=G [error: first error]
+ * collect_s (with -c, else 0): after the rendezvous, one more client GETs
+ * addr/0 .. addr/N-1 in turn, as member 0 of dpg_xchg_run (xchg.c) gathers
+ * the greetings in dpg_init: a cost that grows with the ranks, not nodes.
  * store_cpu_s: the CPU time of the store (this process) during the run: on a
  * cluster the ranks' own share of the work runs elsewhere, here it competes.
  * retries: handshakes the store cut (it evicts the oldest unauthenticated
@@ -609,7 +612,7 @@ static long listen_overflows(void)
 }
 
 struct run {
-	int n, nr, per_node, conns, procs, addrs;
+	int n, nr, per_node, conns, procs, addrs, collect;
 	double timeout_s;
 	int ready[2], results[2], hold[2], *start;
 	pid_t *pids;
@@ -651,9 +654,37 @@ static int fork_clients(struct run *r, struct sim *proto)
 	return 0;
 }
 
+/* What dpg_xchg_run's member 0 does (xchg.c collect()): GET every rank's
+ * value in turn over its own store connection; seconds, or -1. */
+static double collect_s(const struct run *r, uint16_t port, const uint8_t *secret,
+			size_t slen, char *msg, size_t cap)
+{
+	struct dpg_err err = { "" };
+	struct dpg_store *st = NULL;
+	int64_t t0 = now_us(), deadline = dpg_now_ms() + (int64_t)(r->timeout_s * 1000);
+	char key[32];
+	int i, rc;
+
+	rc = dpg_store_connect("127.0.0.1", port, secret, slen, deadline, NULL, &st, &err);
+	for (i = 0; rc == 0 && i < r->n; i++) {
+		void *v = NULL;
+		size_t len = 0;
+
+		snprintf(key, sizeof(key), "addr/%d", i);
+		rc = dpg_store_get(st, key, &v, &len, deadline, &err);
+		free(v);
+	}
+	dpg_store_close(st);
+	if (rc != 0) {
+		snprintf(msg, cap, "collect: %s", err.msg);
+		return -1;
+	}
+	return (double)(now_us() - t0) / 1e6;
+}
+
 static int usage(const char *argv0)
 {
-	fprintf(stderr, "usage: %s [-n RANKS] [-r RANKS_PER_CONN] [-N RANKS_PER_NODE] "
+	fprintf(stderr, "usage: %s [-c] [-n RANKS] [-r RANKS_PER_CONN] [-N RANKS_PER_NODE] "
 		"[-p PROCS] [-a ADDRS] [-t TIMEOUT_S]\n", argv0);
 	return 2;
 }
@@ -664,8 +695,9 @@ static int parse_args(int argc, char **argv, struct run *r)
 
 	*r = (struct run){ .n = 1024, .nr = 1, .per_node = 8, .procs = 0, .addrs = 16,
 			   .timeout_s = 60 };
-	while ((opt = getopt(argc, argv, "n:r:N:p:a:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "cn:r:N:p:a:t:")) != -1) {
 		switch (opt) {
+		case 'c': r->collect = 1; break;
 		case 'N': r->per_node = atoi(optarg); break;
 		case 'n': r->n = atoi(optarg); break;
 		case 'r': r->nr = atoi(optarg); break;
@@ -703,6 +735,7 @@ int main(int argc, char **argv)
 	int ok = 0, fail = 0, p, base_fds, store_fds = -1;
 	unsigned long retries = 0;
 	long ovf0, ovf;
+	double coll = 0;
 	int64_t t0, t1 = 0;
 	double rss = -1, hwm = -1, cpu0, store_cpu;
 	struct rusage ru;
@@ -777,13 +810,16 @@ int main(int argc, char **argv)
 	ovf = ovf < 0 || ovf0 < 0 ? -1 : ovf - ovf0;
 	rss = vm_mb("VmRSS");
 	hwm = vm_mb("VmHWM");
+	if (r.collect && fail == 0)
+		coll = collect_s(&r, dpg_store_server_port(srv), secret, sizeof(secret),
+				 first_err, sizeof(first_err));
 	close(r.hold[1]);
 	for (p = 0; p < r.procs; p++)
 		waitpid(r.pids[p], NULL, 0);
 	dpg_store_server_stop(srv);
 	printf("sim ranks=%d per_conn=%d conns=%d procs=%d rendezvous_s=%.3f ok=%d fail=%d "
-	       "store_fds=%d store_rss_mb=%.1f store_hwm_mb=%.1f store_cpu_s=%.3f retries=%lu listen_overflows=%ld%s%s\n",
+	       "store_fds=%d store_rss_mb=%.1f store_hwm_mb=%.1f store_cpu_s=%.3f retries=%lu listen_overflows=%ld collect_s=%.3f%s%s\n",
 	       r.n, r.nr, r.conns, r.procs, t1 > t0 ? (double)(t1 - t0) / 1e6 : 0.0, ok, fail,
-	       store_fds, rss, hwm, store_cpu, retries, ovf, first_err[0] ? " error: " : "", first_err);
-	return fail == 0 ? 0 : 1;
+	       store_fds, rss, hwm, store_cpu, retries, ovf, coll, first_err[0] ? " error: " : "", first_err);
+	return fail == 0 && coll >= 0 ? 0 : 1;
 }
