@@ -92,6 +92,15 @@ check_store() {
 	fi
 }
 
+check_store_scale() {
+	has "$1" "$host_line" "the host line" &&
+	has "$1" '^# store at scale: .*somaxconn [0-9]+' "the limits line" &&
+	table "$1" '^\| +ranks \| layout +\| +dpg s \| +TCPStore s' 4 1 3 6 7 8 9 10 11 &&
+	if has "$1" '^skip: peer PyTorch TCPStore: ' "" >/dev/null; then :; else
+		table "$1" '^\| +ranks \| layout +\| +dpg s \| +TCPStore s' 4 1 3 4 5 6 7 8 9 10 11
+	fi
+}
+
 check_zero() {
 	has "$1" "$host_line" "the host line" &&
 	table "$1" '^\| world \| stage \| dpg step ms' 6 1 2 3 6 7 8 &&
@@ -132,6 +141,7 @@ bench_host
 smoke optim_bench sh check_optim
 smoke coll_bench sh check_coll
 smoke store_bench bash check_store
+smoke store_scale bash check_store_scale
 smoke zero_bench sh check_zero
 smoke ckpt_bench sh check_ckpt
 # the launch overhead needs root and a Slurm minicluster (tests/e2e): too long

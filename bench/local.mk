@@ -3,10 +3,10 @@
 # library (`make extra-programs`, or `make bench-programs` for these alone); the
 # bench/*.sh scripts run them from a build tree, and `make check-bench` runs
 # every script in smoke mode and checks that its tables parse.
-BENCH_PROGS = bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench \
-	bench/ckpt_bench
-EXTRA_PROGRAMS += bench/coll_bench bench/store_bench bench/optim_bench bench/zero_bench \
-	bench/ckpt_bench
+BENCH_PROGS = bench/coll_bench bench/store_bench bench/store_sim bench/optim_bench \
+	bench/zero_bench bench/ckpt_bench
+EXTRA_PROGRAMS += bench/coll_bench bench/store_bench bench/store_sim bench/optim_bench \
+	bench/zero_bench bench/ckpt_bench
 CLEANFILES += $(BENCH_PROGS)
 # the CPU collectives and the store: internal (runtime wing)
 bench_coll_bench_SOURCES = bench/coll_bench.c
@@ -15,6 +15,10 @@ bench_coll_bench_LDADD = libdpgrt.la libdpgcommon.la -lm -lpthread
 bench_store_bench_SOURCES = bench/store_bench.c
 bench_store_bench_CPPFLAGS = $(RT_CPPFLAGS)
 bench_store_bench_LDADD = libdpgrt.la libdpgcommon.la -lpthread
+# the store at scale: simulated ranks on the wire protocol (store_wire.h)
+bench_store_sim_SOURCES = bench/store_sim.c
+bench_store_sim_CPPFLAGS = $(RT_CPPFLAGS)
+bench_store_sim_LDADD = libdpgrt.la libdpgcommon.la -lpthread
 # the optimizer loops (internal, train wing); its reference kernels are built
 # with the train wing's flags, so that both sides are compiled alike
 bench_optim_bench_SOURCES = bench/optim_bench.c
