@@ -26,6 +26,7 @@ struct dpg_conf {
 	enum dpg_gpu_visibility visibility;	/* gpu_visibility=isolate|ordered */
 	bool gpu_sharing;		/* gpu_sharing=yes|no */
 	char topology_xml[DPG_PATH_MAX];	/* topology_xml=PATH ("" = discover) */
+	int requeue;			/* requeue=GRACE seconds, 0 = off */
 };
 
 /* Fill c with the documented defaults. */

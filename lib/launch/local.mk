@@ -6,6 +6,7 @@ noinst_LTLIBRARIES += libdpglaunch.la
 libdpglaunch_la_SOURCES = \
 	lib/launch/conf.c lib/launch/conf.h \
 	lib/launch/opts.c lib/launch/opts.h \
+	lib/launch/requeue.c lib/launch/requeue.h \
 	lib/launch/contract.c lib/launch/contract.h \
 	lib/launch/cpuset.c lib/launch/cpuset.h \
 	lib/launch/topo.c lib/launch/topo.h \
