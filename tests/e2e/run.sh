@@ -685,6 +685,9 @@ if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev
 else
 	skip_case "torch gloo env:// all_reduce" "$PY has no torch with gloo (apt-get install python3-torch)"
 fi
+# save, then requeue (--dpg-requeue)
+. "$E2E_DIR/requeue.sh"
+requeue_cases
 # PyTorch 2.x, Lightning, Accelerate, JAX from the PyPI environment
 . "$E2E_DIR/clients.sh"
 clients_cases

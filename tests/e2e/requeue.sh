@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# requeue.sh - sourced by run.sh (part 2, the allocation ALLOC held): save,
+# then requeue.  examples/train under etc/sbatch/c-libdpg-requeue.sbatch as a
+# 6-rank job (sbatch -N3 --ntasks-per-node=2 --requeue) is sent the warning
+# signal mid-run (scancel --signal=USR1); every rank stops at the same step,
+# the step is saved, the job exits 75 and requeues itself (same id,
+# Restarts=1), resumes from that step and finishes with parameters equal,
+# byte for byte, to an uninterrupted --deterministic run's.  Slurm 22.05
+# delays a requeued job by AuthInfo=cred_expire + 1 s (1201 s by default):
+# the case moves its start (StartTime=now) to now once it is pending again.
+
+RQ_A=(--steps 1500 --global-batch 48 --micro-batch 4 --log-every 50 --seed 5 --deterministic)
+
+# rq_wait_line FILE REGEX TIMEOUT_S: poll (0.05 s) until FILE has a line
+rq_wait_line() {
+	local n=$(( $3 * 20 ))
+	while [ $n -gt 0 ]; do
+		grep -Eq "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+		n=$((n - 1))
+	done
+	return 1
+}
+
+# rq_restarts JOB: the job's Restarts= count
+rq_restarts() {
+	scontrol show job "$1" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2
+}
+
+# rq_release JOB TIMEOUT_S: once requeued (pending, Restarts>=1), start it now
+rq_release() {
+	local j=$1 n=$(( $2 * 10 )) st
+	while [ $n -gt 0 ]; do
+		st=$(job_state "$j")
+		if [ "$st" = PENDING ] && [ "$(rq_restarts "$j")" -ge 1 ]; then
+			scontrol show job "$j" | grep -o 'Reason=[A-Za-z]* .*BeginTime=[^ ]*' | head -1
+			scontrol update JobId="$j" StartTime=now && return 0
+		fi
+		case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) echo "job $j ended $st before its requeue"; return 1;; esac
+		sleep 0.1
+		n=$((n - 1))
+	done
+	echo "job $j not requeued (state $st, Restarts=$(rq_restarts "$j"))"
+	return 1
+}
+
+c_requeue_signal() {
+	local w=$WORK/requeue j t0 t1 step saved nstop
+	rm -rf "$w"
+	mkdir -p "$w"
+	echo "\$ srun -N3 --ntasks-per-node=2 train ${RQ_A[*]}   (the uninterrupted reference)"
+	timeout 200 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=60 \
+		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$w/ref.bin" >"$w/ref.out" 2>"$w/ref.err" ||
+		{ show "$w/ref.err" stderr; fail "the reference run failed"; return 1; }
+	echo "\$ CKPT=$w/ck sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch train ..."
+	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
+		-J e2e-requeue "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
+		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$w/job.bin" 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "job $j"
+	rq_wait_line "$w/job.out" '^step 100/' 120 || { show "$w/job.out"; fail "the job did not reach step 100"; return 1; }
+	t0=$(e2e_now)
+	scancel --signal=USR1 "$j" || { fail "scancel --signal=USR1 failed"; return 1; }
+	rq_wait_line "$w/job.out" '^stopped at step' 60 || { show "$w/job.out"; fail "no 'stopped at step' line"; return 1; }
+	t1=$(e2e_now)
+	rq_release "$j" 60 || { show "$w/job.out"; return 1; }
+	job_wait "$j" 200 || { show "$w/job.out"; return 1; }
+	show "$w/job.out" "job output (both runs)"
+	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	saved=$(sed -n 's/^saved step \([0-9]*\) .*/\1/p' "$w/job.out" | tail -1)
+	[ -n "$step" ] && [ "$step" = "$saved" ] || fail "stopped at step '$step', saved '$saved'" || return 1
+	grep -q "^step-0*$step\$" "$w/ck/latest" 2>/dev/null || grep -q "$step" "$w/ck/latest" ||
+		fail "latest is '$(cat "$w/ck/latest")', want step $step" || return 1
+	nstop=$(grep -c 'got User defined signal 1: stopping at this step' "$w/job.out")
+	[ "$nstop" = 6 ] || fail "$nstop of 6 ranks logged the signal" || return 1
+	grep -q '^requeueing job' "$w/job.out" || fail "the script did not requeue" || return 1
+	[ "$(rq_restarts "$j")" = 1 ] || fail "Restarts=$(rq_restarts "$j"), want 1" || return 1
+	grep -q "^resumed from .* at step $step (world 6)" "$w/job.out" ||
+		fail "no 'resumed from ... at step $step (world 6)'" || return 1
+	grep -q '^done: steps 1500 ' "$w/job.out" || fail "the resumed run did not finish" || return 1
+	cmp "$w/ref.bin" "$w/job.bin" || fail "final parameters differ from the uninterrupted run" || return 1
+	note "job $j: USR1 at step >= 100 -> all 6 ranks saved step $step and exited 75 in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s (polled); Restarts=1, resumed at $step, final params == uninterrupted ($(stat -c %s "$w/ref.bin") bytes)"
+}
+
+requeue_cases() {
+	[ -n "$E2E_TRAIN" ] || { skip_case "requeue" "no examples/train"; return 0; }
+	pcase "requeue: 6-rank sbatch job, scancel --signal=USR1 mid-run: all save one step, exit 75, requeued (Restarts=1), resumed, params == uninterrupted" \
+		c_requeue_signal
+}
