@@ -7,7 +7,8 @@
 # Restarts=1), resumes from that step and finishes with parameters equal,
 # byte for byte, to an uninterrupted --deterministic run's.  Slurm 22.05
 # delays a requeued job by AuthInfo=cred_expire + 1 s (1201 s by default):
-# the case moves its start (StartTime=now) to now once it is pending again.
+# the case moves its start to now+3 s (scontrol update StartTime=) once it is
+# pending again.
 
 RQ_A=(--steps 1500 --global-batch 48 --micro-batch 4 --log-every 50 --seed 5 --deterministic)
 
@@ -34,7 +35,8 @@ rq_release() {
 		st=$(job_state "$j")
 		if [ "$st" = PENDING ] && [ "$(rq_restarts "$j")" -ge 1 ]; then
 			scontrol show job "$j" | grep -o 'Reason=[A-Za-z]* .*BeginTime=[^ ]*' | head -1
-			scontrol update JobId="$j" StartTime=now && return 0
+			# (now: slurmd may still refuse the new credential as revoked)
+			scontrol update JobId="$j" StartTime=now+3 && return 0
 		fi
 		case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) echo "job $j ended $st before its requeue"; return 1;; esac
 		sleep 0.1
@@ -64,7 +66,8 @@ c_requeue_signal() {
 	rq_wait_line "$w/job.out" '^stopped at step' 60 || { show "$w/job.out"; fail "no 'stopped at step' line"; return 1; }
 	t1=$(e2e_now)
 	rq_release "$j" 60 || { show "$w/job.out"; return 1; }
-	job_wait "$j" 200 || { show "$w/job.out"; return 1; }
+	job_wait "$j" 200 || { scontrol show job "$j" | grep -E 'JobState|Restarts|ExitCode|BatchHost'
+		show "$w/job.out"; return 1; }
 	show "$w/job.out" "job output (both runs)"
 	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
 	saved=$(sed -n 's/^saved step \([0-9]*\) .*/\1/p' "$w/job.out" | tail -1)
