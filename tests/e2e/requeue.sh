@@ -85,8 +85,45 @@ c_requeue_signal() {
 	note "job $j: USR1 at step >= 100 -> all 6 ranks saved step $step and exited 75 in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s (polled); Restarts=1, resumed at $step, final params == uninterrupted ($(stat -c %s "$w/ref.bin") bytes)"
 }
 
+# A real time limit: sbatch --time=1 --dpg-requeue=20 on the COMMAND LINE (the
+# plugin finds it in /proc/self/cmdline before sbatch reads SBATCH_SIGNAL;
+# the template's "#SBATCH --dpg-requeue=120" loses).  slurmctld sends the
+# warning when GRACE + 30 s (its check period) reach the end, so between 10
+# and 40 s into the 60 s job; the job runs far more steps than it can finish.
+# Checked: the ranks got SIGUSR1 (not the limit's SIGTERM), saved the step,
+# the job was requeued (Restarts=1) and resumed there; then it is cancelled.
+c_requeue_timelimit() {
+	local w=$WORK/requeue-tl j t0 t1 step
+	rm -rf "$w"
+	mkdir -p "$w"
+	echo "\$ CKPT=$w/ck sbatch --time=1 --dpg-requeue=20 -N3 --ntasks-per-node=2 c-libdpg-requeue.sbatch train --steps 1000000 ..."
+	t0=$(e2e_now)
+	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable --time=1 --dpg-requeue=20 -N3 --ntasks-per-node=2 \
+		"${G[@]}" -o "$w/job.out" -J e2e-requeue-tl "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
+		"$E2E_TRAIN" --steps 1000000 --global-batch 48 --micro-batch 4 --log-every 500 --seed 5 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "job $j"
+	rq_wait_line "$w/job.out" '^stopped at step' 75 || { show "$w/job.out"; fail "no stop before the time limit"; return 1; }
+	t1=$(e2e_now)
+	rq_release "$j" 60 || { show "$w/job.out"; return 1; }
+	rq_wait_line "$w/job.out" '^resumed from' 60 || { show "$w/job.out"; fail "the requeued job did not resume"; return 1; }
+	scancel "$j"
+	show "$w/job.out" "job output"
+	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	[ "$(grep -c 'got User defined signal 1: stopping at this step' "$w/job.out")" = 6 ] ||
+		fail "not all 6 ranks got Slurm's warning (SIGUSR1)" || return 1
+	! grep -q 'got Terminated' "$w/job.out" || fail "a rank got the time limit's SIGTERM first" || return 1
+	grep -q "^saved step $step " "$w/job.out" || fail "step $step was not saved" || return 1
+	[ "$(rq_restarts "$j")" = 1 ] || fail "Restarts=$(rq_restarts "$j"), want 1" || return 1
+	grep -q "^resumed from .* at step $step (world 6)" "$w/job.out" ||
+		fail "no 'resumed from ... at step $step (world 6)'" || return 1
+	note "job $j (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks at step $step, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.0f", b-a}') s after sbatch; requeued, resumed at $step"
+}
+
 requeue_cases() {
 	[ -n "$E2E_TRAIN" ] || { skip_case "requeue" "no examples/train"; return 0; }
 	pcase "requeue: 6-rank sbatch job, scancel --signal=USR1 mid-run: all save one step, exit 75, requeued (Restarts=1), resumed, params == uninterrupted" \
 		c_requeue_signal
+	pcase "requeue: sbatch --time=1 --dpg-requeue=20 (command line): Slurm's own warning stops all 6 ranks before the limit, saved, requeued, resumed" \
+		c_requeue_timelimit
 }
