@@ -205,7 +205,7 @@ static int requeue_early(void)
 {
 	char buf[32768];
 	struct dpg_err err;
-	FILE *f = fopen("/proc/self/cmdline", "r");
+	FILE *f = fopen("/proc/self/cmdline", "re");
 	size_t n = 0;
 	int g = st.conf.requeue, rc = 0;
 
