@@ -120,10 +120,49 @@ c_requeue_timelimit() {
 	note "job $j (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks at step $step, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.0f", b-a}') s after sbatch; requeued, resumed at $step"
 }
 
+# The PyTorch side: examples/torch_requeue.py (DDP on gloo, DCP checkpoint)
+# under the same template, warned mid-run; its final parameters (sha256) equal
+# an uninterrupted run's.
+c_requeue_torch() {
+	local w=$WORK/requeue-torch j step ref got
+	local A=(--steps 1200)
+	rm -rf "$w"
+	mkdir -p "$w"
+	echo "\$ srun -N3 --ntasks-per-node=2 $PYENV torch_requeue.py ${A[*]}   (the uninterrupted reference)"
+	timeout 300 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" \
+		"$PYENV" "$E2E_SRCDIR/examples/torch_requeue.py" "${A[@]}" >"$w/ref.out" 2>"$w/ref.err" ||
+		{ show "$w/ref.err" stderr; fail "the reference run failed"; return 1; }
+	j=$(CKPT=$w/ck sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
+		-J e2e-requeue-torch "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
+		"$PYENV" "$E2E_SRCDIR/examples/torch_requeue.py" "${A[@]}" 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "job $j"
+	rq_wait_line "$w/job.out" '^step 200/' 200 || { show "$w/job.out"; fail "the job did not reach step 200"; return 1; }
+	scancel --signal=USR1 "$j" || { fail "scancel --signal=USR1 failed"; return 1; }
+	rq_wait_line "$w/job.out" '^stopped at step' 60 || { show "$w/job.out"; fail "no 'stopped at step' line"; return 1; }
+	rq_release "$j" 60 || { show "$w/job.out"; return 1; }
+	job_wait "$j" 300 || { scontrol show job "$j" | grep -E 'JobState|Restarts|ExitCode'
+		show "$w/job.out"; return 1; }
+	grep -v '^step ' "$w/job.out" | sed -n '1,40p'
+	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	[ "$(rq_restarts "$j")" = 1 ] || fail "Restarts=$(rq_restarts "$j"), want 1" || return 1
+	grep -q "^resumed from .* at step $step\$" "$w/job.out" || fail "no 'resumed ... at step $step'" || return 1
+	ref=$(sed -n 's/^done: .* sha256 //p' "$w/ref.out")
+	got=$(sed -n 's/^done: .* sha256 //p' "$w/job.out")
+	[ -n "$ref" ] && [ "$ref" = "$got" ] || fail "final parameters: sha256 $got, uninterrupted $ref" || return 1
+	note "torch $("$PYENV" -c 'import torch; print(torch.__version__)'): stopped at $step, requeued, resumed; sha256 ${got:0:12}... == uninterrupted"
+}
+
 requeue_cases() {
 	[ -n "$E2E_TRAIN" ] || { skip_case "requeue" "no examples/train"; return 0; }
 	pcase "requeue: 6-rank sbatch job, scancel --signal=USR1 mid-run: all save one step, exit 75, requeued (Restarts=1), resumed, params == uninterrupted" \
 		c_requeue_signal
 	pcase "requeue: sbatch --time=1 --dpg-requeue=20 (command line): Slurm's own warning stops all 6 ranks before the limit, saved, requeued, resumed" \
 		c_requeue_timelimit
+	if [ -n "$PYENV" ] && "$PYENV" -c 'import torch.distributed.checkpoint' 2>/dev/null; then
+		pcase "requeue: torch_requeue.py (DDP gloo, DCP) 6 ranks, USR1 mid-run: requeued, resumed, params == uninterrupted" \
+			c_requeue_torch
+	else
+		skip_case "requeue: torch_requeue.py" "no DPG_PYENV python with torch.distributed.checkpoint"
+	fi
 }
