@@ -47,6 +47,8 @@ def main():
     if os.environ.get("DPG_REQUEUE", "0") not in ("", "0"):
         signal.signal(signal.SIGUSR1, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
+        # the plugin holds SIGUSR1 until here (a warning during start-up waits)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     dist.init_process_group("gloo", init_method="env://")
     rank = dist.get_rank()
     torch.manual_seed(0)

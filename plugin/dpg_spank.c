@@ -15,6 +15,7 @@
  * crash slurmstepd, and a failure never drains the node. */
 #include <errno.h>
 #include <net/if.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,10 +314,20 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* DPG_REQUEUE=GRACE: dpg_init installs its stop-signal handlers. */
+/* DPG_REQUEUE=GRACE: dpg_init installs its stop-signal handlers.  Until
+ * then the task holds Slurm's warning (SIGUSR1 blocked, inherited through
+ * exec): one that comes during start-up stays pending instead of killing
+ * the task, and dpg_init lets it through. */
 static int export_requeue(spank_t sp)
 {
+	sigset_t set;
 	char v[16];
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+		slurm_error("dpg: --dpg-requeue: cannot hold SIGUSR1 until "
+			    "dpg_init: %s", strerror(errno));
 
 	snprintf(v, sizeof(v), "%d", st.req.requeue);
 	if (spank_setenv(sp, "DPG_REQUEUE", v, 1) != ESPANK_SUCCESS) {

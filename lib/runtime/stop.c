@@ -5,6 +5,7 @@
 #include "stop.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,23 @@ static int install(int sig, struct dpg_err *e)
 	return 0;
 }
 
+/* The plugin blocks SIGUSR1 in each task before exec, so that a warning
+ * during the program's start stays pending instead of killing it: now that
+ * the handler is in, let it (and a pending one) through. */
+static int unblock_warning(struct dpg_err *e)
+{
+	sigset_t set;
+	int rc;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	rc = pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (rc != 0)
+		return dpg_errs(e, DPG_ERR_SYSTEM, "%s: pthread_sigmask: %s",
+				DPG_REQUEUE_VAR, strerror(rc));
+	return 0;
+}
+
 static int read_seconds(const char *var, unsigned long max, unsigned long *out,
 			struct dpg_err *e)
 {
@@ -80,7 +98,7 @@ int dpg_stop_env(struct dpg_ctx *ctx, struct dpg_err *e)
 		return 0;
 	if (install(SIGUSR1, e) != 0 || install(SIGTERM, e) != 0)
 		return -DPG_ERR_SYSTEM;
-	return 0;
+	return unblock_warning(e);
 }
 
 /* This rank's answer: 1 on a signal or past DPG_END_TIME - GRACE. */

@@ -81,6 +81,37 @@ static void test_signal_tcp(void **state)
 	expect_all_ok(&j);
 }
 
+/* As the plugin starts a task: SIGUSR1 blocked; the warning arrives before
+ * dpg_init (it stays pending, the process lives), dpg_init lets it through,
+ * and the first question already says stop, on every rank. */
+static void body_early(int rank, const struct job *j)
+{
+	dpg_ctx_t *ctx = NULL;
+	sigset_t set, now;
+	int stop = 0;
+
+	(void)j;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	CHK(sigprocmask(SIG_BLOCK, &set, NULL) == 0, "sigprocmask");
+	if (rank == 1)
+		CHK(kill(getpid(), SIGUSR1) == 0, "kill");
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	CHK(sigprocmask(SIG_BLOCK, NULL, &now) == 0 && !sigismember(&now, SIGUSR1),
+	    "SIGUSR1 still blocked after dpg_init");
+	CHK_OK(ctx, dpg_stop_requested(ctx, &stop));
+	CHK(stop == 1, "the warning sent before dpg_init was lost");
+	CHK_OK(ctx, dpg_finalize(&ctx));
+}
+
+static void test_signal_before_init(void **state)
+{
+	struct job j = { .n = 3, .body = body_early, .env = env_requeue };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
 /* Without DPG_REQUEUE nothing is installed and nothing stops. */
 static void body_off(int rank, const struct job *j)
 {
@@ -176,6 +207,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_signal_shm),
 		cmocka_unit_test(test_signal_tcp),
+		cmocka_unit_test(test_signal_before_init),
 		cmocka_unit_test(test_off_without_env),
 		cmocka_unit_test(test_end_time),
 		cmocka_unit_test(test_bad_env),
