@@ -165,8 +165,36 @@ c_requeue_torch() {
 	note "torch $("$PYENV" -c 'import torch; print(torch.__version__)'): stopped at $step, requeued, resumed; sha256 ${got:0:12}... == uninterrupted"
 }
 
+# The site's default (plugstack "requeue=45"), no option given: sbatch set
+# SBATCH_SIGNAL=USR1@45 for the job (it stays in the batch script's
+# environment), and the step's tasks got DPG_REQUEUE=45; a user's own
+# --dpg-requeue=0 on the command line turns both off.
+c_requeue_default() {
+	local w=$WORK/requeue-default j
+	mkdir -p "$w"
+	plugstack "optional $PLUGIN_SO requeue=45"
+	j=$(sbatch --parsable -N1 -n1 -o "$w/on.out" -J e2e-requeue-def \
+		--wrap 'echo "batch SBATCH_SIGNAL=${SBATCH_SIGNAL:-unset}"; srun --dpg-gpus-per-task=0 printenv DPG_REQUEUE' 2>&1) ||
+		{ plugstack_restore; fail "sbatch: $j"; return 1; }
+	job_wait "$j" 60 || { plugstack_restore; show "$w/on.out"; return 1; }
+	j=$(sbatch --parsable --dpg-requeue=0 -N1 -n1 -o "$w/off.out" -J e2e-requeue-def \
+		--wrap 'echo "batch SBATCH_SIGNAL=${SBATCH_SIGNAL:-unset}"; srun --dpg-gpus-per-task=0 printenv DPG_REQUEUE || echo "task DPG_REQUEUE unset"' 2>&1) ||
+		{ plugstack_restore; fail "sbatch: $j"; return 1; }
+	job_wait "$j" 60 || { plugstack_restore; show "$w/off.out"; return 1; }
+	plugstack_restore
+	show "$w/on.out" "requeue=45"
+	show "$w/off.out" "requeue=45, sbatch --dpg-requeue=0"
+	grep -qx 'batch SBATCH_SIGNAL=USR1@45' "$w/on.out" || fail "no SBATCH_SIGNAL=USR1@45 in the job" || return 1
+	grep -qx '45' "$w/on.out" || fail "the task did not get DPG_REQUEUE=45" || return 1
+	grep -qx 'batch SBATCH_SIGNAL=unset' "$w/off.out" || fail "--dpg-requeue=0 still set SBATCH_SIGNAL" || return 1
+	grep -qx 'task DPG_REQUEUE unset' "$w/off.out" || fail "--dpg-requeue=0 still exported DPG_REQUEUE" || return 1
+	note "requeue=45: job got SBATCH_SIGNAL=USR1@45, tasks DPG_REQUEUE=45; --dpg-requeue=0 turns both off"
+}
+
 requeue_cases() {
 	[ -n "$E2E_TRAIN" ] || { skip_case "requeue" "no examples/train"; return 0; }
+	pcase "requeue: plugstack requeue=45 is the default (SBATCH_SIGNAL=USR1@45, DPG_REQUEUE=45); --dpg-requeue=0 turns it off" \
+		c_requeue_default
 	pcase "requeue: 6-rank sbatch job, scancel --signal=USR1 mid-run: all save one step, exit 75, requeued (Restarts=1), resumed, params == uninterrupted" \
 		c_requeue_signal
 	pcase "requeue: sbatch --time=1 --dpg-requeue=20 (command line): Slurm's own warning stops all 6 ranks before the limit, saved, requeued, resumed" \
