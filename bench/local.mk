@@ -4,9 +4,9 @@
 # bench/*.sh scripts run them from a build tree, and `make check-bench` runs
 # every script in smoke mode and checks that its tables parse.
 BENCH_PROGS = bench/coll_bench bench/store_bench bench/store_sim bench/optim_bench \
-	bench/zero_bench bench/ckpt_bench
+	bench/zero_bench bench/ckpt_bench bench/stop_bench
 EXTRA_PROGRAMS += bench/coll_bench bench/store_bench bench/store_sim bench/optim_bench \
-	bench/zero_bench bench/ckpt_bench
+	bench/zero_bench bench/ckpt_bench bench/stop_bench
 CLEANFILES += $(BENCH_PROGS)
 # the CPU collectives and the store: internal (runtime wing)
 bench_coll_bench_SOURCES = bench/coll_bench.c
@@ -48,3 +48,6 @@ bench-programs: $(BENCH_PROGS)
 # where installed), its tables checked by bench/check_bench.sh
 check-bench: all bench-programs
 	BUILD=$(abs_builddir) MPICC="$(MPICC)" $(top_srcdir)/bench/check_bench.sh
+# dpg_stop_requested (the requeue protocol's per-step question), public API only
+bench_stop_bench_SOURCES = bench/stop_bench.c
+bench_stop_bench_LDADD = libdpg.la

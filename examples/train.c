@@ -27,8 +27,15 @@
  * Straggler report: DPG_REPORT=N in the environment makes rank 0 print, every
  * N steps, the rank the others waited for (dpg_step_mark marks each step).
  *
+ * Save, then requeue: every step the ranks ask dpg_stop_requested; under
+ * --dpg-requeue=GRACE (DPG_REQUEUE in the environment) Slurm's warning
+ * signal or a preemption's SIGTERM makes every rank save the same step
+ * (with --ckpt-dir) and exit 75; run again with --resume it goes on from
+ * there (etc/sbatch/c-libdpg-requeue.sbatch does both).
+ *
  * Exit status: 0 done, 1 runtime error (the message names the rank), 2 bad
- * command line or a configuration the runtime refuses.
+ * command line or a configuration the runtime refuses, 75
+ * (DPG_EXIT_REQUEUE) stopped on request after saving: requeue the job.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -615,11 +622,44 @@ static void log_step(struct trainer *t, struct progress *p, long done, double lo
 	p->n_log = 0;
 }
 
+/* Save, then requeue (libdpg(3), "Requeue"): every step all ranks ask
+ * together whether a signal (Slurm's warning before the time limit, or
+ * preemption) arrived; if so they save this step and leave with
+ * DPG_EXIT_REQUEUE, which the batch script turns into a requeue; the next
+ * run's --resume goes on from this step.  0 = go on. */
+static int stop_here(struct trainer *t, long done)
+{
+	const struct cfg *c = &t->cfg;
+	dpg_status_t st;
+	int stop = 0;
+
+	if ((st = dpg_stop_requested(t->ctx, &stop)) != DPG_OK)
+		return fail(t, st);
+	if (!stop)
+		return 0;
+	if (c->ckpt_dir == NULL) {
+		if (t->rank == 0)
+			fprintf(stderr, "train: stop requested at step %ld without "
+				"--ckpt-dir: nothing saved, the requeued job starts "
+				"over\n", done);
+	} else if (!(c->save_every > 0 && done % c->save_every == 0) &&
+		   save(t, done) != 0) {
+		return 1;
+	}
+	if (t->rank == 0) {
+		printf("stopped at step %ld: exit %d (requeue me)\n", done,
+		       DPG_EXIT_REQUEUE);
+		fflush(stdout);
+	}
+	return DPG_EXIT_REQUEUE;
+}
+
 static int run(struct trainer *t)
 {
 	const struct cfg *c = &t->cfg;
 	long end = c->stop_after > 0 ? c->stop_after : c->steps;
 	struct progress p = { now_s(), 0, 0, 0, NAN };
+	int rc;
 
 	p.t_log = p.t0;
 	for (long s = t->first_step; s < end; s++) {
@@ -646,6 +686,8 @@ static int run(struct trainer *t)
 		}
 		if (c->save_every > 0 && done % c->save_every == 0 && save(t, done) != 0)
 			return 1;
+		if (!last && (rc = stop_here(t, done)) != 0)
+			return rc;
 	}
 	if (c->print_params && print_params(t) != 0)
 		return 1;

@@ -267,6 +267,23 @@ dpg_status_t dpg_step_mark(dpg_ctx_t *ctx);
 dpg_status_t dpg_report_every(dpg_ctx_t *ctx, unsigned steps);
 dpg_status_t dpg_straggler_report(dpg_ctx_t *ctx, char *buf, size_t len);
 
+/* Save, then requeue (see "Requeue" in libdpg(3) and spank-dpg(8)).
+ * When the environment has DPG_REQUEUE=GRACE (seconds; the plugin sets it
+ * for --dpg-requeue=GRACE or the admin's requeue=GRACE), dpg_init installs
+ * handlers for SIGUSR1 (Slurm's warning, GRACE s before the time limit) and
+ * SIGTERM (preemption; the time limit itself) that only set a flag; with
+ * DPG_END_TIME (Unix seconds) as well, the flag also rises by itself GRACE s
+ * before that time.  Without DPG_REQUEUE no handler is installed.
+ * dpg_stop_requested(ctx, &stop) is collective on the world (a 4-byte
+ * MAX allreduce; call it once per step, at the same step on every rank):
+ * *stop is 1 on every rank as soon as any rank saw the flag, and stays 1.
+ * The program then saves (dpg_zero_save), calls dpg_finalize and exits
+ * with DPG_EXIT_REQUEUE, which the batch script turns into
+ * "scontrol requeue $SLURM_JOB_ID"; the requeued job resumes from the
+ * checkpoint. */
+#define DPG_EXIT_REQUEUE 75	/* "requeue me" (EX_TEMPFAIL) */
+dpg_status_t dpg_stop_requested(dpg_ctx_t *ctx, int *stop);
+
 /* The last error of ctx as one line: the failure of the last call that
  * reached ctx (any call on it, its communicators, meshes or ZeRO state), ""
  * after a successful one (dpg_abort, which may run in another thread, and

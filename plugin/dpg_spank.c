@@ -18,6 +18,7 @@
  * crash slurmstepd, and a failure never drains the node. */
 #include <errno.h>
 #include <net/if.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@
 #include "opts.h"
 #include "plan.h"
 #include "portcheck.h"
+#include "requeue.h"
 #include "topo.h"
 #include "topocache.h"
 
@@ -84,6 +86,7 @@ static void bind_task(uint32_t id);
 static int opt_visibility(int val, const char *optarg, int remote);
 static int opt_kill(int val, const char *optarg, int remote);
 static bool active(void);
+static int opt_requeue(int val, const char *optarg, int remote);
 
 static struct spank_option options[] = {
 	{ "dpg-gpus-per-task", "N",
@@ -105,6 +108,10 @@ static struct spank_option options[] = {
 	  "[dpg] End the whole step within seconds when one task exits "
 	  "abnormally (yes, the default) or let the others run on (no)", 1, 0,
 	  opt_kill },
+	{ "dpg-requeue", "GRACE",
+	  "[dpg] Warn the tasks (SIGUSR1) GRACE seconds before the time limit; "
+	  "libdpg programs then save and exit 75 for a requeue", 1, 0,
+	  opt_requeue },
 	SPANK_OPTIONS_TABLE_END
 };
 
@@ -252,6 +259,67 @@ static void killfail_check(void)
 		slurm_error("dpg: %s", err.msg);
 }
 
+/* sbatch/salloc/srun read SBATCH_SIGNAL / SALLOC_SIGNAL / SLURM_SIGNAL
+ * (Slurm 22.05: src/sbatch/opt.c _opt_env) before the command line's option
+ * callbacks run, but after a script's #SBATCH lines: set it now, from the
+ * command line or the admin's default, or from the callback of an #SBATCH
+ * line; a --signal of the user's own (set earlier or later) wins. */
+static void set_warning_signal(int grace)
+{
+	const char *prog = program_invocation_short_name;
+	const char *var = strcmp(prog, "sbatch") == 0 ? "SBATCH_SIGNAL" :
+			  strcmp(prog, "salloc") == 0 ? "SALLOC_SIGNAL" :
+			  strcmp(prog, "srun") == 0 && !getenv("SLURM_JOB_ID") ?
+			  "SLURM_SIGNAL" : NULL;
+	char v[32];
+
+	if (grace <= 0 || var == NULL || getenv(var) != NULL ||
+	    dpg_requeue_signal(grace, v, sizeof(v)) != 0)
+		return;
+	if (setenv(var, v, 1) != 0)
+		slurm_error("dpg: --dpg-requeue: cannot set %s: %s", var,
+			    strerror(errno));
+}
+
+static int opt_requeue(int val, const char *optarg, int remote)
+{
+	struct dpg_err err;
+	int g;
+
+	(void)val;
+	(void)remote;
+	if (dpg_requeue_parse("--dpg-requeue", optarg, &g, &err) != 0) {
+		slurm_error("dpg: %s", err.msg);
+		return -1;
+	}
+	st.req.requeue = g;
+	if (spank_context() == S_CTX_ALLOCATOR)
+		set_warning_signal(g);
+	return 0;
+}
+
+/* srun/sbatch/salloc: the warning signal before any option is read. */
+static int requeue_early(void)
+{
+	char buf[32768];
+	struct dpg_err err;
+	FILE *f = fopen("/proc/self/cmdline", "re");
+	size_t n = 0;
+	int g = st.conf.requeue, rc = 0;
+
+	if (f != NULL) {
+		n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		rc = dpg_requeue_from_cmdline(buf, n, &g, &err);
+	}
+	if (rc < 0) {
+		slurm_error("dpg: %s", err.msg);
+		return -1;
+	}
+	set_warning_signal(g);
+	return 0;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	spank_context_t ctx = spank_context();
@@ -281,6 +349,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 			return ctx == S_CTX_REMOTE ? 0 : -1;
 		}
 	}
+	if (ctx != S_CTX_REMOTE && st.conf_ok)
+		return requeue_early();
 	return 0;
 }
 
@@ -332,6 +402,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		st.req.bind = (int)st.conf.bind;
 	if (st.req.visibility < 0)
 		st.req.visibility = (int)st.conf.visibility;
+	if (st.req.requeue < 0)
+		st.req.requeue = st.conf.requeue;
 	if (spank_context() == S_CTX_LOCAL && !active() &&
 	    (st.req.verbose || st.req.port != 0))
 		slurm_error("dpg: --dpg-verbose and --dpg-port have no effect "
@@ -340,6 +412,29 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		killfail_check();
 	if (spank_context() == S_CTX_LOCAL && active())
 		return make_secret();
+	return 0;
+}
+
+/* DPG_REQUEUE=GRACE: dpg_init installs its stop-signal handlers.  Until
+ * then the task holds Slurm's warning (SIGUSR1 blocked, inherited through
+ * exec): one that comes during start-up stays pending instead of killing
+ * the task, and dpg_init lets it through. */
+static int export_requeue(spank_t sp)
+{
+	sigset_t set;
+	char v[16];
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+		slurm_error("dpg: --dpg-requeue: cannot hold SIGUSR1 until "
+			    "dpg_init: %s", strerror(errno));
+
+	snprintf(v, sizeof(v), "%d", st.req.requeue);
+	if (spank_setenv(sp, "DPG_REQUEUE", v, 1) != ESPANK_SUCCESS) {
+		slurm_error("dpg: cannot set DPG_REQUEUE");
+		return -1;
+	}
 	return 0;
 }
 
@@ -447,6 +542,8 @@ static int export_contract(spank_t sp)
 			return -1;
 		}
 	}
+	if (st.req.requeue > 0 && export_requeue(sp) != 0)
+		return -1;
 	bind_task(task.local_rank);
 	if (st.req.verbose)
 		export_startup(sp);

@@ -5,12 +5,13 @@
 #include "hostlist.h"
 #include "opts.h"
 #include "topocache.h"
+#include "requeue.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define CONF_KEYS "port_range, default_gpus_per_task, master_addr, resv_ports, " \
-	"bind, gpu_visibility, gpu_sharing, topology_xml, topology_cache, kill_on_fail"
+	"bind, gpu_visibility, gpu_sharing, topology_xml, topology_cache, kill_on_fail, requeue"
 
 void dpg_conf_init(struct dpg_conf *c)
 {
@@ -181,6 +182,8 @@ int dpg_conf_parse_arg(struct dpg_conf *c, const char *arg, struct dpg_err *err)
 		snprintf(c->topology_cache, sizeof(c->topology_cache), "%s", val);
 		return 0;
 	}
+	if (strcmp(key, "requeue") == 0)
+		return dpg_requeue_parse("requeue", val, &c->requeue, err);
 	return dpg_errf(err, "unknown plugstack.conf argument '%s': known keys "
 			"are " CONF_KEYS, dpg_err_quote(key, q, sizeof(q)));
 }

@@ -28,6 +28,7 @@ struct dpg_conf {
 	char topology_xml[DPG_PATH_MAX];	/* topology_xml=PATH ("" = discover) */
 	bool kill_on_fail;		/* kill_on_fail=yes|no (killfail.h) */
 	char topology_cache[DPG_PATH_MAX];	/* topology_cache=DIR|no ("" = no) */
+	int requeue;			/* requeue=GRACE seconds, 0 = off */
 };
 
 /* Fill c with the documented defaults. */

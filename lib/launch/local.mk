@@ -7,6 +7,7 @@ libdpglaunch_la_SOURCES = \
 	lib/launch/conf.c lib/launch/conf.h \
 	lib/launch/killfail.c lib/launch/killfail.h \
 	lib/launch/opts.c lib/launch/opts.h \
+	lib/launch/requeue.c lib/launch/requeue.h \
 	lib/launch/contract.c lib/launch/contract.h \
 	lib/launch/cpuset.c lib/launch/cpuset.h \
 	lib/launch/topo.c lib/launch/topo.h \

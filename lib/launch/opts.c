@@ -16,6 +16,7 @@ void dpg_request_init(struct dpg_request *r)
 	r->verbose = false;
 	r->bind = -1;
 	r->visibility = -1;
+	r->requeue = -1;
 }
 
 int dpg_opt_gpus_per_task(const char *s, int *out, struct dpg_err *err)

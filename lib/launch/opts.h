@@ -20,6 +20,7 @@ struct dpg_request {
 	bool verbose;		/* --dpg-verbose */
 	int bind;		/* --dpg-bind: enum dpg_bind, -1 = not given */
 	int visibility;		/* --dpg-gpu-visibility: enum dpg_gpu_visibility, -1 */
+	int requeue;		/* --dpg-requeue=GRACE seconds, -1 = not given */
 };
 
 void dpg_request_init(struct dpg_request *r);

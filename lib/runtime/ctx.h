@@ -55,6 +55,9 @@ struct dpg_ctx {
 	struct dpg_track track;		/* the current or last collective */
 	struct dpg_hang hang;		/* its responder (multi-process) */
 	struct dpg_startup startup;	/* the startup phases' times (DPG_VERBOSE) */
+	int64_t stop_grace;		/* DPG_REQUEUE seconds (stop.c), 0 = off */
+	int64_t stop_at;		/* DPG_END_TIME - GRACE, 0 = none */
+	bool stop_seen;			/* dpg_stop_requested said stop once */
 	char err[DPG_CTX_ERR_MAX];
 };
 

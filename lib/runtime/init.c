@@ -8,6 +8,7 @@
 #include "net.h"	/* dpg_now_ms */
 #include "netif.h"	/* dpg_route_addr */
 #include "report.h"
+#include "stop.h"
 #include "store.h"
 #include "store_wire.h"	/* DPG_WIRE_MAGIC: is it a dpg store? */
 #include "xchg.h"
@@ -712,6 +713,8 @@ dpg_status_t dpg_init(const dpg_init_opts_t *opts, dpg_ctx_t **out)
 	rc = resolve(ctx, opts, &e);
 	if (rc == 0)
 		rc = dpg_report_env(ctx, &e);
+	if (rc == 0)
+		rc = dpg_stop_env(ctx, &e);
 	if (rc != 0) {
 		dpg_ctx_seterr(ctx, "dpg_init on %s: %s", ctx->node, e.msg);
 		return dpg_status_of(rc);

@@ -18,6 +18,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/coll.c lib/runtime/track.c lib/runtime/track.h \
 	lib/runtime/hang.c lib/runtime/hang_fmt.c lib/runtime/hang.h \
 	lib/runtime/report.c lib/runtime/report.h \
+	lib/runtime/stop.c lib/runtime/stop.h \
 	lib/runtime/comm.c lib/runtime/mesh.c \
 	lib/runtime/init.c lib/runtime/startup.c lib/runtime/startup.h \
 	lib/runtime/gpumod.c lib/runtime/gpumod.h \

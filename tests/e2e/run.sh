@@ -712,6 +712,9 @@ fi
 # dpg-check against healthy and deliberately broken nodes
 . "$E2E_DIR/check.sh"
 check_cases
+# save, then requeue (--dpg-requeue)
+. "$E2E_DIR/requeue.sh"
+requeue_cases
 # PyTorch 2.x, Lightning, Accelerate, JAX from the PyPI environment
 . "$E2E_DIR/clients.sh"
 clients_cases

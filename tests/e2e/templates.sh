@@ -150,6 +150,18 @@ t_c() {
 	note "$(grep '^dpg ' "$OUT")"
 }
 
+# the save-then-requeue template, not warned: one run from scratch, done
+t_c_requeue() {
+	local rc
+	export CKPT=$WORK/requeue-ck
+	submit c-libdpg-requeue.sbatch "$(dirname "$DEMO")/train" --steps 20 --deterministic; rc=$?
+	unset CKPT
+	[ $rc = 0 ] || return 1
+	grep -q '^run 1 of job [0-9]*: from scratch$' "$OUT" || fail "no 'run 1 of job J: from scratch' line" || return 1
+	grep -q '^done: steps 20 .* world 4 ' "$OUT" || fail "no 'done: steps 20 ... world 4' line" || return 1
+	note "$(grep '^run 1' "$OUT"); $(grep '^done:' "$OUT")"
+}
+
 skip() { skip_case "$1" "$2"; }
 
 need_py() { # MODULE: the template's client is importable by $PY
@@ -169,6 +181,7 @@ need_py jax jax.sbatch &&
 	run_case "jax.sbatch: jax.distributed.initialize() 2x2 processes, sum 10" t_jax
 if [ -n "$DEMO" ]; then
 	run_case "c-libdpg.sbatch: allreduce_demo 2x2 ranks, sum 10" t_c
+	run_case "c-libdpg-requeue.sbatch: train 2x2 ranks, not warned: one run, done" t_c_requeue
 else
 	skip c-libdpg.sbatch "no allreduce_demo (set DPG_DEMO or build examples/ next to PLUGIN_SO)"
 fi

@@ -42,6 +42,7 @@ static void assert_conf_equal(const struct dpg_conf *a, const struct dpg_conf *b
 	assert_int_equal(a->default_gpus_per_task, b->default_gpus_per_task);
 	assert_string_equal(a->addr_format, b->addr_format);
 	assert_int_equal(a->use_resv_ports, b->use_resv_ports);
+	assert_int_equal(a->requeue, b->requeue);
 }
 
 /* arg must be rejected, leave the conf as it was, and produce a message
@@ -395,6 +396,21 @@ static void test_resv_ports(void **state)
 	expect_reject("resv_ports=maybe", "'maybe'", NULL);
 }
 
+static void test_requeue(void **state)
+{
+	struct dpg_conf c;
+
+	(void)state;
+	dpg_conf_init(&c);
+	assert_int_equal(c.requeue, 0);
+	expect_accept(&c, "requeue=120");
+	assert_int_equal(c.requeue, 120);
+	expect_accept(&c, "requeue=0");
+	assert_int_equal(c.requeue, 0);
+	expect_reject("requeue=soon", "requeue 'soon'", "GRACE", NULL);
+	expect_reject("requeue=86401", "0-86400", NULL);
+}
+
 /* ------------------------------------------------------- dpg_conf_parse */
 
 static void test_parse_argv(void **state)
@@ -568,6 +584,7 @@ int main(void)
 		cmocka_unit_test(test_master_addr_bad),
 		cmocka_unit_test(test_master_addr_length),
 		cmocka_unit_test(test_resv_ports),
+		cmocka_unit_test(test_requeue),
 		cmocka_unit_test(test_parse_argv),
 		cmocka_unit_test(test_parse_empty_argv_gives_defaults),
 		cmocka_unit_test(test_parse_argv_bad),

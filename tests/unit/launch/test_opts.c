@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "opts.h"
+#include "requeue.h"
 
 /* Forms every numeric option must refuse. */
 static const char *const bad_numbers[] = {
@@ -33,6 +34,7 @@ static void test_request_init(void **state)
 	assert_false(r.verbose);
 	assert_int_equal(r.bind, -1);
 	assert_int_equal(r.visibility, -1);
+	assert_int_equal(r.requeue, -1);
 }
 
 static void test_gpus_per_task_good(void **state)
@@ -179,6 +181,39 @@ static void test_visibility(void **state)
 	assert_int_equal(dpg_gpu_visibility_parse("x", &v, NULL), -1);
 }
 
+/* --dpg-requeue=GRACE and requeue=GRACE; the option on a command line */
+static void test_requeue(void **state)
+{
+	static const char line[] = "sbatch\0-N3\0--dpg-requeue=60\0--dpg-requeue\0"
+				   "90\0job.sh\0--\0--dpg-requeue=5";
+	static const char none[] = "srun\0-n2\0./train";
+	static const char bad[] = "srun\0--dpg-requeue=soon\0./train";
+	struct dpg_err err;
+	char sig[32];
+	int g = -1;
+
+	(void)state;
+	assert_int_equal(dpg_requeue_parse("--dpg-requeue", "120", &g, &err), 0);
+	assert_int_equal(g, 120);
+	assert_int_equal(dpg_requeue_parse("requeue", "0", &g, &err), 0);
+	assert_int_equal(g, 0);
+	assert_int_not_equal(dpg_requeue_parse("requeue", "-1", &g, &err), 0);
+	assert_non_null(strstr(err.msg, "requeue '-1'"));
+	assert_int_not_equal(dpg_requeue_parse("requeue", "86401", &g, &err), 0);
+	/* the last one before "--" wins, in either spelling */
+	g = -1;
+	assert_int_equal(dpg_requeue_from_cmdline(line, sizeof(line), &g, &err), 1);
+	assert_int_equal(g, 90);
+	g = 7;
+	assert_int_equal(dpg_requeue_from_cmdline(none, sizeof(none), &g, &err), 0);
+	assert_int_equal(g, 7);
+	assert_int_equal(dpg_requeue_from_cmdline(bad, sizeof(bad), &g, &err), -1);
+	assert_non_null(strstr(err.msg, "'soon'"));
+	assert_int_equal(dpg_requeue_signal(90, sig, sizeof(sig)), 0);
+	assert_string_equal(sig, "USR1@90");
+	assert_int_equal(dpg_requeue_signal(90, sig, 4), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_port_bad),
 		cmocka_unit_test(test_bind),
 		cmocka_unit_test(test_visibility),
+		cmocka_unit_test(test_requeue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

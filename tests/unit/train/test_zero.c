@@ -960,6 +960,74 @@ static void test_save_async_killed(void **state)
 	expect_all_ok(&j1);
 }
 
+/* Save, then requeue: the stop signals (DPG_REQUEUE installs their handlers)
+ * arriving in a storm, hundreds of them, while dpg_zero_save writes and its
+ * collectives wait: the save completes, latest names it, it loads to the
+ * same parameters, and every rank is told to stop. */
+static void env_requeue(int rank, const struct job *j)
+{
+	(void)rank;
+	(void)j;
+	setenv("DPG_REQUEUE", "30", 1);
+}
+
+static pid_t storm(void)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	CHK(pid >= 0, "fork");
+	if (pid == 0) {
+		for (int i = 0; i < 200000 && getppid() == parent; i++) {
+			if (kill(parent, i % 2 ? SIGTERM : SIGUSR1) != 0)
+				_exit(0);
+			usleep(20);
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
+static void body_signal_storm(int rank, const struct job *j)
+{
+	struct zcfg c = base_cfg(1, "storm");
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_t *z;
+	char dir[300];
+	float before[TOTAL_NUMEL], now[TOTAL_NUMEL];
+	int stop = 0;
+	pid_t pid;
+
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	snprintf(dir, sizeof(dir), "%s/storm-%d", g_tmp, j->n);
+	z = make_model(ctx, &c);
+	one_step(ctx, z, &c, j->n, rank, 0);
+	params_of(z, before);
+	pid = storm();
+	for (int i = 0; i < 5; i++)	/* overwrite the same step: more saves under fire */
+		CHK_OK(ctx, dpg_zero_save(z, dir, NULL, 0));
+	CHK_OK(ctx, dpg_stop_requested(ctx, &stop));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	CHK(stop == 1, "no stop after the signals");
+	latest_is(dir, 1);
+	one_step(ctx, z, &c, j->n, rank, 1);
+	CHK_OK(ctx, dpg_zero_load(z, dir, NULL, 0, NULL));
+	params_of(z, now);
+	CHK(memcmp(before, now, sizeof(now)) == 0, "loaded parameters differ");
+	CHK_OK(ctx, dpg_zero_destroy(z));
+	CHK_OK(ctx, dpg_finalize(ctx));
+}
+
+static void test_save_signal_storm(void **state)
+{
+	struct job j2 = { .n = 2, .body = body_signal_storm, .env = env_requeue };
+	struct job j3 = { .n = 3, .body = body_signal_storm, .env = env_requeue };
+
+	(void)state;
+	expect_all_ok(&j2);
+	expect_all_ok(&j3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -978,6 +1046,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_save_async),
 		cmocka_unit_test(test_save_async_killed),
+		cmocka_unit_test(test_save_signal_storm),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
