@@ -701,13 +701,32 @@ static int gather(struct dpg_zero *z, int unit, int next, struct dpg_err *e)
 	return 0;
 }
 
+/* A prefetch gather timed out: the message goes on with what every rank
+ * was doing, as the public collectives' does (asked once, on this thread,
+ * which owns the context's store connection). */
+static void pf_hang_report(struct dpg_zero *z)
+{
+	struct prefetch *pf = &z->pf;
+
+	if (!pf->asked) {
+		pf->asked = true;
+		dpg_rt_hang_line(pf->comm, pf->ranks, sizeof(pf->ranks));
+	}
+	if (pf->ranks[0] != '\0')
+		dpg_ctx_adderr(z->ctx, "; the ranks: %s", pf->ranks);
+}
+
 dpg_status_t dpg_zero_gather(dpg_zero_t *z, int unit, int next)
 {
 	struct dpg_err e = { { 0 } };
+	dpg_status_t st;
 
 	if (!z)
 		return DPG_ERR_INVALID;
-	return dpg_zedge(z, gather(z, unit, next, &e), &e);
+	st = dpg_zedge(z, gather(z, unit, next, &e), &e);
+	if (st == DPG_ERR_TIMEOUT && z->pf.running && z->pf.st == DPG_ERR_TIMEOUT)
+		pf_hang_report(z);
+	return st;
 }
 
 void dpg_zrelease(struct dpg_zero *z, int unit)
