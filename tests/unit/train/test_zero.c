@@ -634,6 +634,7 @@ static void body_peer_dies(int rank, const struct job *j)
 	dpg_status_t st = DPG_OK;
 	double t0;
 
+	setenv("DPG_ZERO_PREFETCH", "1", 1);	/* the thread, however many CPUs */
 	CHK_OK(ctx, dpg_init(NULL, &ctx));
 	z = make_model(ctx, &c);
 	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
@@ -675,6 +676,7 @@ static void body_stopped_stage3(int rank, const struct job *j)
 	dpg_status_t st = DPG_OK;
 	const char *err;
 
+	setenv("DPG_ZERO_PREFETCH", "1", 1);	/* the thread, however many CPUs */
 	CHK_OK(ctx, dpg_init(NULL, &ctx));
 	z = make_model(ctx, &c);
 	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
