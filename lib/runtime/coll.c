@@ -448,16 +448,33 @@ dpg_status_t dpg_all_gather_bytes(dpg_comm_t *comm, const void *buf, size_t len,
 
 /* ------------------------------------------------------------ the train wing */
 
+/* Recorded in the context's second record (track.h), which the hang
+ * report reads too: the main thread's record has one writer. */
 int dpg_rt_all_gather(dpg_comm_t *comm, const void *send, void *recv,
 		      size_t sendcount, dpg_dtype_t dt, uint64_t *seq,
 		      struct dpg_err *e)
 {
+	struct dpg_ctx *ctx = comm->ctx;
+	int64_t t0;
 	int rc;
 
 	*seq = comm->seq;	/* the backend stamps the call with it */
+	pthread_mutex_lock(&ctx->bg_lock);
+	t0 = dpg_track_enter(&ctx->bg, comm->name, "all_gather", *seq, sendcount);
+	pthread_mutex_unlock(&ctx->bg_lock);
 	rc = comm->ops->all_gather(comm, send, recv, sendcount, dt, NULL, e);
+	pthread_mutex_lock(&ctx->bg_lock);
+	dpg_track_leave(&ctx->bg, t0, rc);
+	pthread_mutex_unlock(&ctx->bg_lock);
 	comm->seq++;
 	return rc;
+}
+
+_Static_assert(DPG_RT_HANG_LINE_MAX == DPG_HANG_LINE_MAX, "runtime.h's line size");
+
+void dpg_rt_hang_line(dpg_comm_t *comm, char *out, size_t len)
+{
+	dpg_hang_report(comm->ctx, comm->name, out, len);
 }
 
 const char *dpg_rt_comm_name(const dpg_comm_t *comm)

@@ -32,6 +32,21 @@ void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
 		*nl = ' ';
 }
 
+void dpg_ctx_adderr(struct dpg_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+	size_t used;
+	char *nl;
+
+	if (ctx == NULL || (used = strlen(ctx->err)) + 1 >= sizeof(ctx->err))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(ctx->err + used, sizeof(ctx->err) - used, fmt, ap);
+	va_end(ap);
+	while ((nl = strpbrk(ctx->err, "\r\n")) != NULL)
+		*nl = ' ';
+}
+
 void dpg_ctx_clear_err(struct dpg_ctx *ctx)
 {
 	if (ctx != NULL)

@@ -53,6 +53,10 @@ struct dpg_ctx {
 	dpg_mesh_t **meshes;		/* alive meshes, for dpg_finalize */
 	size_t nmesh, mesh_cap;
 	struct dpg_track track;		/* the current or last collective */
+	struct dpg_track bg;		/* the same of the collectives run by a
+					 * library thread (zero.c's prefetch):
+					 * writers hold bg_lock */
+	pthread_mutex_t bg_lock;
 	struct dpg_hang hang;		/* its responder (multi-process) */
 	struct dpg_startup startup;	/* the startup phases' times (DPG_VERBOSE) */
 	int64_t stop_grace;		/* DPG_REQUEUE seconds (stop.c), 0 = off */

@@ -23,6 +23,21 @@
 
 /* ------------------------------------------------------------ the answer */
 
+/* The record this rank answers with: the main thread's while it is inside a
+ * collective, else the library thread's (zero.c's prefetch gathers) when
+ * that one is inside one or entered last. */
+static void current(struct dpg_ctx *ctx, struct dpg_track_view *v)
+{
+	struct dpg_track_view b;
+
+	dpg_track_read(&ctx->track, v);
+	dpg_track_read(&ctx->bg, &b);
+	if (b.state == DPG_TRACK_NONE || v->state == DPG_TRACK_IN)
+		return;
+	if (b.state == DPG_TRACK_IN || v->state == DPG_TRACK_NONE || b.enter_ns > v->enter_ns)
+		*v = b;
+}
+
 /* "<state> <ago_ms> <dur_ms> <seq> <count> <kind> <busid|-> <comm>" on this
  * rank's own clock: durations only, so that nodes' clocks never meet. */
 static int answer_text(struct dpg_ctx *ctx, char *buf, size_t len)
@@ -30,7 +45,7 @@ static int answer_text(struct dpg_ctx *ctx, char *buf, size_t len)
 	struct dpg_track_view v;
 	int64_t now = dpg_now_ns(), dur = 0;
 
-	dpg_track_read(&ctx->track, &v);
+	current(ctx, &v);
 	if (v.state == DPG_TRACK_DONE || v.state == DPG_TRACK_FAILED)
 		dur = v.end_ns - v.enter_ns;
 	else if (v.state == DPG_TRACK_IN)

@@ -10,7 +10,10 @@
  * clock under "<ns>/hang/<k>/<rank>", and the asker reads the answers until
  * a short deadline (2 s, at most DPG_TIMEOUT).  A stopped process (SIGSTOP,
  * a debugger) or one that is gone does not answer and is named as such; a
- * process busy outside collectives answers from its responder thread. */
+ * process busy outside collectives answers from its responder thread.
+ * A rank answers with its main thread's collective while it is inside one,
+ * else with the one a library thread (the stage-3 prefetch, through
+ * dpg_rt_all_gather) is inside or entered last. */
 #ifndef DPG_LIB_HANG_H
 #define DPG_LIB_HANG_H
 

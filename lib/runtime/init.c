@@ -670,11 +670,13 @@ static struct dpg_ctx *ctx_new(void)
 	if (ctx == NULL)
 		return NULL;
 	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->bg_lock, NULL);
 	ctx->device = -1;
 	ctx->backend = DPG_BACKEND_CPU;
 	snprintf(ctx->who, sizeof(ctx->who), "dpg");
 	snprintf(ctx->ns, sizeof(ctx->ns), "dpg");
 	dpg_track_init(&ctx->track);
+	dpg_track_init(&ctx->bg);
 	return ctx;
 }
 
@@ -843,6 +845,7 @@ dpg_status_t (dpg_finalize)(dpg_ctx_t *ctx)
 	free(ctx->ranks);
 	dpg_gpumod_close(&ctx->gpu);
 	pthread_mutex_destroy(&ctx->lock);
+	pthread_mutex_destroy(&ctx->bg_lock);
 	explicit_bzero(ctx->j.secret, sizeof(ctx->j.secret));
 	free(ctx);
 	return st;

@@ -21,11 +21,23 @@ int dpg_rt_all_gather(dpg_comm_t *comm, const void *send, void *recv,
 		      size_t sendcount, dpg_dtype_t dt, uint64_t *seq,
 		      struct dpg_err *e);
 
+/* After a timeout of a collective on comm that dpg_rt_all_gather ran: what
+ * every rank was doing (hang.h), the line the public collectives append to
+ * their message after "; the ranks: "; "" when nobody can be asked.  Call
+ * it from the thread that owns the context (it uses its store connection);
+ * returns within about 2 s. */
+void dpg_rt_hang_line(dpg_comm_t *comm, char *out, size_t len);
+#define DPG_RT_HANG_LINE_MAX 1536	/* room for any such line */
+
 /* Name of comm ("w", "w.s3.c1"), for messages. */
 const char *dpg_rt_comm_name(const dpg_comm_t *comm);
 
 /* Set the context's last error (one line; a trailing newline is dropped). */
 void dpg_ctx_seterr(struct dpg_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Append to the context's last error (the same thread that set it). */
+void dpg_ctx_adderr(struct dpg_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* A public call on ctx succeeded: the last error is "" (NULL: nothing). */

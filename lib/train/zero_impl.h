@@ -12,6 +12,7 @@
 #include "ckpt.h"
 #include "dpg_zero.h"
 #include "err.h"
+#include "runtime.h"	/* DPG_RT_HANG_LINE_MAX */
 #include "zero_mem.h"
 #include "zlayout.h"
 
@@ -38,6 +39,9 @@ struct prefetch {
 	dpg_comm_t *comm;
 	dpg_status_t st;	/* first failure */
 	char msg[DPG_ERR_MSG_MAX];
+	/* a timeout's hang report, asked once by the main thread */
+	bool asked;
+	char ranks[DPG_RT_HANG_LINE_MAX];
 };
 
 struct zsave;		/* a dpg_zero_save_async in flight (zero_async.c) */

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -633,6 +634,7 @@ static void body_peer_dies(int rank, const struct job *j)
 	dpg_status_t st = DPG_OK;
 	double t0;
 
+	setenv("DPG_ZERO_PREFETCH", "1", 1);	/* the thread, however many CPUs */
 	CHK_OK(ctx, dpg_init(NULL, &ctx));
 	z = make_model(ctx, &c);
 	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
@@ -657,6 +659,66 @@ static void body_peer_dies(int rank, const struct job *j)
 static void test_peer_dies_stage3(void **state)
 {
 	struct job j = { .n = 3, .body = body_peer_dies, .timeout_s = 30 };
+
+	(void)state;
+	expect_all_ok(&j);
+}
+
+/* A rank stops (SIGSTOP) while stage 3 gathers in the background: the
+ * survivors' timeout says what every rank was doing, as a public
+ * collective's does (the prefetch thread's all_gather, the stopped rank
+ * silent). */
+static void body_stopped_stage3(int rank, const struct job *j)
+{
+	struct zcfg c = base_cfg(3, "stop");
+	dpg_ctx_t *ctx = NULL;
+	dpg_zero_t *z;
+	dpg_status_t st = DPG_OK;
+	const char *err;
+
+	setenv("DPG_ZERO_PREFETCH", "1", 1);	/* the thread, however many CPUs */
+	CHK_OK(ctx, dpg_init(NULL, &ctx));
+	z = make_model(ctx, &c);
+	CHK_OK(ctx, dpg_barrier(dpg_world(ctx)));
+	if (rank == 1) {
+		pid_t me = getpid(), p = fork();
+
+		CHK(p >= 0, "fork");
+		if (p == 0) {	/* its SIGCONT, after the others gave up */
+			sleep(6);
+			kill(me, SIGCONT);
+			_exit(0);
+		}
+		raise(SIGSTOP);
+		while (wait(NULL) > 0)
+			;
+		_exit(0);
+	}
+	for (int i = 0; i < 50 && st == DPG_OK; i++) {
+		st = dpg_zero_gather(z, i % NUNITS, (i + 1) % NUNITS);
+		if (st == DPG_OK)
+			st = dpg_zero_release(z, i % NUNITS);
+	}
+	err = dpg_last_error(ctx);
+	printf("# rank %d: %s\n", rank, err);
+	CHK(st == DPG_ERR_TIMEOUT, "gather with a peer stopped: %s (%s)", dpg_strerror(st), err);
+	CHK(strstr(err, "prefetch") != NULL, "message: %s", err);
+	CHK(strstr(err, "; the ranks: all_gather #0 on ") != NULL, "message: %s", err);
+	CHK(strstr(err, ": ranks 0,2 waiting since ") != NULL, "message: %s", err);
+	CHK(strstr(err, "; rank 1 (") != NULL && strstr(err, "): no answer in ") != NULL,
+	    "message: %s", err);
+	/* a second call says it again */
+	CHK(dpg_zero_gather(z, 0, -1) == DPG_ERR_TIMEOUT &&
+	    strstr(dpg_last_error(ctx), "; the ranks: all_gather #0 on ") != NULL,
+	    "again: %s", dpg_last_error(ctx));
+	dpg_zero_destroy(z);
+	dpg_finalize(ctx);
+	(void)j;
+}
+
+static void test_stopped_stage3(void **state)
+{
+	struct job j = { .n = 3, .body = body_stopped_stage3, .timeout_s = 2, .limit_s = 40 };
 
 	(void)state;
 	expect_all_ok(&j);
@@ -1043,6 +1105,7 @@ int main(void)
 		cmocka_unit_test(test_deterministic_across_worlds),
 		cmocka_unit_test(test_memory_formula),
 		cmocka_unit_test(test_peer_dies_stage3),
+		cmocka_unit_test(test_stopped_stage3),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_save_async),
 		cmocka_unit_test(test_save_async_killed),
