@@ -119,7 +119,7 @@ check_gpu() {
 	table "$1" '^\| kernel \| B/elem \| elements' 2 2 3 4 5 6 7 &&
 	table "$1" '^\| dpg_zero_step' 2 2 3 4 &&
 	if has "$1" '^SKIPPED: train on the GPU' "" >/dev/null; then :; else
-		table "$1" '^\| train \| ranks \| GPU samples/s' 1 2 3 4 5
+		table "$1" '^\| train arguments \| ranks \| GPU samples/s' 1 2 3 4 5
 	fi
 }
 

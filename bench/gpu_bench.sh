@@ -80,9 +80,12 @@ tmpc=$tmp/coll
 mkdir -p "$tmpc"
 if (tmp=$tmpc; BENCH_BACKEND=nccl bench_run_world "$RANKS" "$BUILD/bench/nccl_bench" 4096 \
 	"$MAX_BYTES" "$ITERS" "$csv") >> "$tmp/out.md"; then :; else
-	echo "FAIL: nccl_bench" | tee -a "$tmp/out.md"; failed=1
+	{ echo "FAIL: nccl_bench (rank 0's output:)"; cat "$tmpc/out.0" 2>/dev/null; } |
+		tee -a "$tmp/out.md"
+	failed=1
 fi
 
+echo >> "$tmp/out.md"
 echo "## 2. Optimizer update on the GPU" >> "$tmp/out.md"
 echo >> "$tmp/out.md"
 if [ -x "$BUILD/bench/optim_gpu_bench" ]; then
