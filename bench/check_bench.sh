@@ -116,11 +116,33 @@ check_ckpt() {
 	has "$1" '^\| 2 \| [0-9.]+ \|' "the world-2 row"
 }
 
+# the GPU benches (bench/gpu_bench.sh): the collectives' table with a row per
+# op, the optimizer kernels against the copy, train's GPU/CPU line
+check_gpu() {
+	has "$1" "$host_line" "the host line" &&
+	has "$1" '^GPU: .+' "the GPU line" &&
+	table "$1" '^\| op \| size \| dpg us \| nccl us' 3 3 4 5 6 9 &&
+	for op in allreduce reduce_scatter all_gather; do
+		has "$1" "^\\| $op \\| " "the $op rows" || return 1
+	done &&
+	table "$1" '^\| kernel \| B/elem \| elements' 2 2 3 4 5 6 7 &&
+	table "$1" '^\| dpg_zero_step' 2 2 3 4 &&
+	if has "$1" '^SKIPPED: train on the GPU' "" >/dev/null; then :; else
+		table "$1" '^\| train arguments \| ranks \| GPU samples/s' 1 2 3 4 5
+	fi
+}
+
 # smoke NAME SHELL CHECK: run bench/NAME.sh --smoke, then CHECK its output
 smoke() {
 	name=$1 sh=$2 check=$3 t0=$(date +%s)
 	BUILD=$BUILD "$sh" "$here/$name.sh" --smoke >"$logs/$name.out" 2>&1
 	rc=$?
+	# 77 with a "SKIPPED: WHY" line: the bench cannot run here (no GPU)
+	if [ $rc = 77 ] && why=$(sed -n 's/^SKIPPED: //p' "$logs/$name.out" | head -1) &&
+	   [ -n "$why" ]; then
+		bench_skip "$name.sh" "$why"
+		return
+	fi
 	if [ $rc != 0 ]; then
 		echo "FAIL $name.sh --smoke: exit status $rc ($(($(date +%s) - t0)) s):"
 		tail -n 20 "$logs/$name.out" | sed 's/^/  | /'
@@ -144,6 +166,7 @@ smoke store_bench bash check_store
 smoke store_scale bash check_store_scale
 smoke zero_bench sh check_zero
 smoke ckpt_bench sh check_ckpt
+smoke gpu_bench sh check_gpu
 # the launch overhead needs root and a Slurm minicluster (tests/e2e): too long
 # for this stage; BENCH_LAUNCH=1 runs it in smoke mode too (its own checks)
 if [ "${BENCH_LAUNCH:-0}" = 1 ]; then

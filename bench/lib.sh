@@ -47,7 +47,8 @@ bench_skip() {
 	echo "skip: $1: $2"
 }
 
-# bench_run_world W CMD...: W ranks of CMD on loopback (CPU backend, a fixed
+# bench_run_world W CMD...: W ranks of CMD on loopback (the backend of
+# $BENCH_BACKEND, default cpu; on nccl rank r is on GPU r, LOCAL_RANK), a fixed
 # test secret, DPG_TIMEOUT=${BENCH_TIMEOUT:-120}), each on the next port from
 # $bench_port; rank 0's output on stdout, every rank's stderr on failure.
 # Needs $tmp (a scratch directory).
@@ -59,7 +60,7 @@ bench_run_world() {
 	r=0
 	while [ $r -lt "$w" ]; do
 		RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r LOCAL_WORLD_SIZE=$w MASTER_ADDR=127.0.0.1 \
-		MASTER_PORT=$bench_port DPG_SECRET=$(printf '%064d' 42) DPG_BACKEND=cpu \
+		MASTER_PORT=$bench_port DPG_SECRET=$(printf '%064d' 42) DPG_BACKEND=${BENCH_BACKEND:-cpu} \
 		DPG_TIMEOUT=${BENCH_TIMEOUT:-120} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} \
 		"$@" > "$tmp/out.$r" 2> "$tmp/err.$r" &
 		pids="$pids $!"

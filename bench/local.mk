@@ -42,11 +42,42 @@ bench/coll_mpi$(EXEEXT): $(srcdir)/bench/coll_mpi.c
 endif
 EXTRA_BUILT += $(BENCH_PROGS)
 
-.PHONY: bench-programs check-bench
+# the GPU benchmarks (bench/gpu_bench.sh, `make bench-gpu`): built where
+# configure found CUDA and NCCL (nvcc too for optim_gpu_bench, which links
+# the module's kernels); they print "SKIPPED: no GPU (...)" and exit 77 on
+# a machine without one.  nccl_bench links NCCL and cudart itself, to call
+# NCCL directly next to libdpg (libdpg.so itself links neither).
+BENCH_GPU_PROGS =
+if HAVE_NCCL
+BENCH_GPU_PROGS += bench/nccl_bench
+EXTRA_PROGRAMS += bench/nccl_bench
+bench_nccl_bench_SOURCES = bench/nccl_bench.c
+bench_nccl_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)
+bench_nccl_bench_LDADD = libdpg.la $(CUDA_LDFLAGS) $(NCCL_LDFLAGS) -lnccl -lcudart -lm
+if HAVE_NVCC
+BENCH_GPU_PROGS += bench/optim_gpu_bench
+EXTRA_PROGRAMS += bench/optim_gpu_bench
+bench_optim_gpu_bench_SOURCES = bench/optim_gpu_bench.c
+bench_optim_gpu_bench_CPPFLAGS = $(ALL_CPPFLAGS) $(CUDA_CPPFLAGS)
+bench_optim_gpu_bench_LDADD = libdpgtrain.la libdpgrt.la libdpgcuda.la libdpgcommon.la \
+	$(CUDA_LDFLAGS) -lcudart -lm -lpthread
+endif
+EXTRA_BUILT += $(BENCH_GPU_PROGS)
+endif
+CLEANFILES += $(BENCH_GPU_PROGS)
+
+.PHONY: bench-programs check-bench bench-gpu-programs bench-gpu
 bench-programs: $(BENCH_PROGS)
+bench-gpu-programs: $(BENCH_GPU_PROGS)
+# the GPU benchmarks on this host's GPUs, results in bench/results/gpu.md
+# (skipped, with the reason, where there is no GPU or no CUDA/NCCL build)
+bench-gpu: all bench-gpu-programs
+	@BUILD=$(abs_builddir) DPG_CUDA_MODULE=$(abs_builddir)/.libs/dpg-cuda.so \
+	  $(top_srcdir)/bench/gpu_bench.sh; \
+	rc=$$?; test $$rc -eq 0 || test $$rc -eq 77
 # each bench script in smoke mode (tiny sizes, a few iterations, peers only
 # where installed), its tables checked by bench/check_bench.sh
-check-bench: all bench-programs
+check-bench: all bench-programs bench-gpu-programs
 	BUILD=$(abs_builddir) MPICC="$(MPICC)" $(top_srcdir)/bench/check_bench.sh
 # dpg_stop_requested (the requeue protocol's per-step question), public API only
 bench_stop_bench_SOURCES = bench/stop_bench.c
