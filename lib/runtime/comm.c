@@ -473,9 +473,13 @@ bool dpg_comm_ok(const dpg_comm_t *c)
 
 int dpg_comm_enter(dpg_comm_t *c, struct dpg_err *e)
 {
+	const char *dead = NULL;
+
 	dpg_ctx_clear_err(c->ctx);
 	if (dpg_ctx_aborted(c->ctx))
 		return dpg_errs(e, DPG_ERR_ABORTED, "aborted (dpg_abort was called)");
+	if (dpg_ctx_dead_peer(c->ctx, &dead) >= 0)
+		return dpg_errs(e, DPG_ERR_PEER, "%s", dead);
 	return 0;
 }
 
@@ -483,7 +487,17 @@ dpg_status_t dpg_comm_fail(dpg_comm_t *c, int rc, const char *op, int64_t seq,
 			   const struct dpg_err *e)
 {
 	char what[160];
+	const char *dead = NULL;
+	struct dpg_err pe;
 
+	/* a call the liveness watch aborted (or that timed out or broke
+	 * meanwhile) fails naming the dead rank, unless dpg_abort was called */
+	if (rc != 0 && dpg_status_of(rc) != DPG_ERR_INVALID &&
+	    !dpg_ctx_aborted(c->ctx) && dpg_ctx_dead_peer(c->ctx, &dead) >= 0) {
+		dpg_errs(&pe, DPG_ERR_PEER, "%s", dead);
+		rc = -DPG_ERR_PEER;
+		e = &pe;
+	}
 	if (seq >= 0)
 		snprintf(what, sizeof(what), "%s #%" PRId64 " on %s", op, seq,
 			 c->name);

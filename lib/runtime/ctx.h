@@ -13,6 +13,7 @@
 #include "gpumod.h"
 #include "hang.h"
 #include "join.h"
+#include "live.h"
 #include "runtime.h"
 #include "startup.h"
 #include "track.h"
@@ -54,9 +55,16 @@ struct dpg_ctx {
 	size_t nmesh, mesh_cap;
 	struct dpg_track track;		/* the current or last collective */
 	struct dpg_hang hang;		/* its responder (multi-process) */
+	struct dpg_watch watch;		/* the liveness watch (NCCL, live.h) */
+	const char **watch_nodes;	/* node names by rank, for its lines */
+	int dead_rank;			/* a peer it found dead (atomic), -1 */
+	char dead_msg[DPG_LIVE_MSG_MAX];	/* its line, set before dead_rank */
 	struct dpg_startup startup;	/* the startup phases' times (DPG_VERBOSE) */
 	char err[DPG_CTX_ERR_MAX];
 };
+
+/* The rank the liveness watch found dead (-1: none), and its line. */
+int dpg_ctx_dead_peer(const struct dpg_ctx *ctx, const char **msg);
 
 /* dpg_abort was called. */
 bool dpg_ctx_aborted(const struct dpg_ctx *ctx);
