@@ -45,6 +45,7 @@ struct dpg_ctx {
 	struct dpg_store_server *srv;
 	struct dpg_store *store;
 	volatile int abort_flag;
+	volatile int halt_flag;		/* ctx->store's: dpg_abort or a dead peer */
 	bool failed;			/* a collective failed: no goodbye barrier */
 	bool ready;			/* dpg_init succeeded */
 	pthread_mutex_t lock;		/* the comm list (dpg_abort walks it) */

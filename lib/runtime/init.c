@@ -301,7 +301,7 @@ static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 		rc = serve_store(ctx, secret, slen, e);
 	if (rc == 0)
 		rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
-				       slen, deadline, &ctx->abort_flag, &ctx->store, e);
+				       slen, deadline, &ctx->halt_flag, &ctx->store, e);
 	if (rc == 0)
 		rc = start_responder(ctx, secret, slen, deadline, e);
 	explicit_bzero(secret, sizeof(secret));
@@ -317,6 +317,7 @@ static void peer_dead(void *arg, int r, const char *msg)
 
 	copy_str(ctx->dead_msg, sizeof(ctx->dead_msg), msg);
 	__atomic_store_n(&ctx->dead_rank, r, __ATOMIC_RELEASE);
+	__atomic_store_n(&ctx->halt_flag, 1, __ATOMIC_SEQ_CST);	/* store waits */
 	dpg_comm_abort_all(ctx);
 }
 
@@ -775,6 +776,7 @@ dpg_status_t dpg_abort(dpg_ctx_t *ctx)
 	if (ctx == NULL)
 		return DPG_ERR_INVALID;
 	__atomic_store_n(&ctx->abort_flag, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&ctx->halt_flag, 1, __ATOMIC_SEQ_CST);
 	dpg_comm_abort_all(ctx);
 	return DPG_OK;
 }
@@ -884,6 +886,9 @@ static int leave(struct dpg_ctx *ctx, struct dpg_err *e)
 	if (rc == 0 && ctx->store != NULL && ctx->ready && !ctx->failed &&
 	    !dpg_ctx_aborted(ctx) && ctx->j.world_size > 1)
 		rc = goodbye(ctx, e);
+	/* a peer found dead during the goodbye ended its waits */
+	if (rc != 0 && !dpg_ctx_aborted(ctx) && dead_peer(ctx, e))
+		return -DPG_ERR_PEER;
 	return rc;
 }
 
