@@ -48,13 +48,16 @@ static const struct dpg_gpumod table = {
 	.device_count = dpg_nccl_device_count,
 	.pick_device = dpg_nccl_pick_device,
 	.comm_init = dpg_nccl_comm_init,
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+	.comm_split = dpg_nccl_comm_split,
+#endif
 	.k = KERNELS,
 };
 
 /* The one symbol dpg-cuda.so exports (lib/cuda/dpg-cuda.map). */
-const struct dpg_gpumod *dpg_gpumod_v1(void);
+const struct dpg_gpumod *dpg_gpumod_v2(void);
 
-const struct dpg_gpumod *dpg_gpumod_v1(void)
+const struct dpg_gpumod *dpg_gpumod_v2(void)
 {
 	return &table;
 }

@@ -168,6 +168,26 @@ static struct dpg_backend_args backend_args(struct dpg_ctx *ctx)
 	};
 }
 
+/* On NCCL with a module that has ncclCommSplit: the part starts from the
+ * parent's communicator (collective over the parent; child NULL: this rank
+ * is in no part) instead of a unique id through the store. */
+static bool split_by_nccl(struct dpg_ctx *ctx, dpg_comm_t *parent)
+{
+	return dpg_rt_comm(parent)->kind == DPG_BACKEND_NCCL && ctx->gpu.t != NULL &&
+	       ctx->gpu.t->comm_split != NULL && parent->ops != NULL &&
+	       strcmp(parent->ops->name, "nccl") == 0;
+}
+
+static int comm_split_start(struct dpg_ctx *ctx, dpg_comm_t *parent,
+			    struct rt_comm *child, int color, int key,
+			    struct dpg_err *e)
+{
+	struct dpg_backend_args a = backend_args(ctx);
+
+	return ctx->gpu.t->comm_split(parent, child != NULL ? &child->c : NULL,
+				      color, key, &a, e);
+}
+
 /* Start the backend of a filled-in comm (collective over its members). */
 static int comm_start(struct dpg_ctx *ctx, struct rt_comm *rc,
 		      struct dpg_err *e)
@@ -323,7 +343,9 @@ static int split_make_child(struct split *s, enum dpg_comm_owner owner,
 		return dpg_errs(e, DPG_ERR_NOMEM, "out of memory");
 	for (int i = 0; i < s->nm; i++)
 		child->c.world_ranks[i] = comm->world_ranks[s->m[i].rank];
-	rc = comm_start(ctx, child, &be);
+	rc = split_by_nccl(ctx, comm) ?
+	     comm_split_start(ctx, comm, child, s->color, s->key, &be) :
+	     comm_start(ctx, child, &be);
 	if (rc != 0) {
 		ctx->failed = true;
 		comm_free(child);
@@ -360,6 +382,8 @@ dpg_status_t dpg_comm_split_owned(dpg_comm_t *comm, int color, int key,
 		rc = split_exchange(&s, &e);
 	if (rc == 0 && color >= 0)
 		rc = split_make_child(&s, owner, out, &e);
+	else if (rc == 0 && split_by_nccl(comm->ctx, comm))
+		rc = comm_split_start(comm->ctx, comm, NULL, color, key, &e);
 	free(s.m);
 	return dpg_comm_fail(comm, rc, "comm_split", s.seq, &e);
 }
@@ -473,9 +497,13 @@ bool dpg_comm_ok(const dpg_comm_t *c)
 
 int dpg_comm_enter(dpg_comm_t *c, struct dpg_err *e)
 {
+	const char *dead = NULL;
+
 	dpg_ctx_clear_err(c->ctx);
 	if (dpg_ctx_aborted(c->ctx))
 		return dpg_errs(e, DPG_ERR_ABORTED, "aborted (dpg_abort was called)");
+	if (dpg_ctx_dead_peer(c->ctx, &dead) >= 0)
+		return dpg_errs(e, DPG_ERR_PEER, "%s", dead);
 	return 0;
 }
 
@@ -483,7 +511,17 @@ dpg_status_t dpg_comm_fail(dpg_comm_t *c, int rc, const char *op, int64_t seq,
 			   const struct dpg_err *e)
 {
 	char what[160];
+	const char *dead = NULL;
+	struct dpg_err pe;
 
+	/* a call the liveness watch aborted (or that timed out or broke
+	 * meanwhile) fails naming the dead rank, unless dpg_abort was called */
+	if (rc != 0 && dpg_status_of(rc) != DPG_ERR_INVALID &&
+	    !dpg_ctx_aborted(c->ctx) && dpg_ctx_dead_peer(c->ctx, &dead) >= 0) {
+		dpg_errs(&pe, DPG_ERR_PEER, "%s", dead);
+		rc = -DPG_ERR_PEER;
+		e = &pe;
+	}
 	if (seq >= 0)
 		snprintf(what, sizeof(what), "%s #%" PRId64 " on %s", op, seq,
 			 c->name);

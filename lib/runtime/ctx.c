@@ -103,6 +103,15 @@ const char *dpg_last_error(const dpg_ctx_t *ctx)
 
 /* ------------------------------------------------------------ state */
 
+int dpg_ctx_dead_peer(const struct dpg_ctx *ctx, const char **msg)
+{
+	int r = __atomic_load_n(&ctx->dead_rank, __ATOMIC_ACQUIRE);
+
+	if (msg != NULL)
+		*msg = r >= 0 ? ctx->dead_msg : NULL;
+	return r;
+}
+
 bool dpg_ctx_aborted(const struct dpg_ctx *ctx)
 {
 	return __atomic_load_n(&ctx->abort_flag, __ATOMIC_SEQ_CST) != 0;

@@ -13,6 +13,7 @@
 #include "gpumod.h"
 #include "hang.h"
 #include "join.h"
+#include "live.h"
 #include "runtime.h"
 #include "startup.h"
 #include "track.h"
@@ -44,6 +45,7 @@ struct dpg_ctx {
 	struct dpg_store_server *srv;
 	struct dpg_store *store;
 	volatile int abort_flag;
+	volatile int halt_flag;		/* ctx->store's: dpg_abort or a dead peer */
 	bool failed;			/* a collective failed: no goodbye barrier */
 	bool ready;			/* dpg_init succeeded */
 	pthread_mutex_t lock;		/* the comm list (dpg_abort walks it) */
@@ -58,12 +60,19 @@ struct dpg_ctx {
 					 * writers hold bg_lock */
 	pthread_mutex_t bg_lock;
 	struct dpg_hang hang;		/* its responder (multi-process) */
+	struct dpg_watch watch;		/* the liveness watch (NCCL, live.h) */
+	const char **watch_nodes;	/* node names by rank, for its lines */
+	int dead_rank;			/* a peer it found dead (atomic), -1 */
+	char dead_msg[DPG_LIVE_MSG_MAX];	/* its line, set before dead_rank */
 	struct dpg_startup startup;	/* the startup phases' times (DPG_VERBOSE) */
 	int64_t stop_grace;		/* DPG_REQUEUE seconds (stop.c), 0 = off */
 	int64_t stop_at;		/* DPG_END_TIME - GRACE, 0 = none */
 	bool stop_seen;			/* dpg_stop_requested said stop once */
 	char err[DPG_CTX_ERR_MAX];
 };
+
+/* The rank the liveness watch found dead (-1: none), and its line. */
+int dpg_ctx_dead_peer(const struct dpg_ctx *ctx, const char **msg);
 
 /* dpg_abort was called. */
 bool dpg_ctx_aborted(const struct dpg_ctx *ctx);

@@ -15,8 +15,8 @@
  * module and libdpg come from one dpg build and must agree on all of them.
  * The entry point's name carries the version too, so that a module of
  * another ABI fails at dlsym already when its name changed. */
-#define DPG_GPUMOD_ABI 1
-#define DPG_GPUMOD_ENTRY "dpg_gpumod_v1"
+#define DPG_GPUMOD_ABI 2
+#define DPG_GPUMOD_ENTRY "dpg_gpumod_v2"
 #define DPG_GPUMOD_FILE "dpg-cuda.so"
 /* the packages that ship it, for messages */
 #define DPG_GPUMOD_INSTALL "apt-get install libdpg0-cuda or dnf install " \
@@ -59,6 +59,11 @@ struct dpg_gpumod {
 			   struct dpg_err *err);
 	int (*comm_init)(struct dpg_comm *c, const struct dpg_backend_args *a,
 			 struct dpg_err *err);
+	/* ncclCommSplit (nccl_backend.h); NULL when built with NCCL < 2.18:
+	 * dpg_comm_split then starts each part through the store */
+	int (*comm_split)(struct dpg_comm *parent, struct dpg_comm *child,
+			  int color, int key, const struct dpg_backend_args *a,
+			  struct dpg_err *err);
 	/* NULL when the module was built without nvcc */
 	const struct dpg_gpumod_kernels *k;
 };

@@ -302,11 +302,56 @@ static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 		rc = serve_store(ctx, secret, slen, e);
 	if (rc == 0)
 		rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
-				       slen, deadline, &ctx->abort_flag, &ctx->store, e);
+				       slen, deadline, &ctx->halt_flag, &ctx->store, e);
 	if (rc == 0)
 		rc = start_responder(ctx, secret, slen, deadline, e);
 	explicit_bzero(secret, sizeof(secret));
 	return rc == 0 ? 0 : connect_failed(ctx, rc, e);
+}
+
+/* The liveness watch found rank r dead: remember the line, then abort
+ * every communicator (the NCCL waits end at once and abort their NCCL
+ * communicator; comm.c words the failures with the line). */
+static void peer_dead(void *arg, int r, const char *msg)
+{
+	struct dpg_ctx *ctx = arg;
+
+	copy_str(ctx->dead_msg, sizeof(ctx->dead_msg), msg);
+	__atomic_store_n(&ctx->dead_rank, r, __ATOMIC_RELEASE);
+	__atomic_store_n(&ctx->halt_flag, 1, __ATOMIC_SEQ_CST);	/* store waits */
+	dpg_comm_abort_all(ctx);
+}
+
+/* On NCCL with more than one rank, the liveness watch (live.h) on a store
+ * connection of its own; DPG_PEER_TIMEOUT=0 turns it off. */
+static int start_watch(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	uint8_t secret[DPG_STORE_SECRET_MAX];
+	struct dpg_watch *w = &ctx->watch;
+	size_t slen = 0;
+	int64_t dead_ms = 0;
+	int rc;
+
+	if (ctx->backend != DPG_BACKEND_NCCL || ctx->j.world_size < 2)
+		return 0;
+	if ((rc = dpg_live_dead_ms(getenv("DPG_PEER_TIMEOUT"), &dead_ms, e)) != 0 ||
+	    dead_ms == 0)
+		return rc;
+	ctx->watch_nodes = calloc((size_t)ctx->j.world_size, sizeof(char *));
+	if (ctx->watch_nodes == NULL)
+		return dpg_errs(e, DPG_ERR_NOMEM, "out of memory for the liveness watch");
+	for (int r = 0; r < ctx->j.world_size; r++)
+		ctx->watch_nodes[r] = ctx->ranks != NULL ? ctx->ranks[r].node : NULL;
+	*w = (struct dpg_watch){ .ns = ctx->ns, .rank = ctx->j.rank,
+		.n = ctx->j.world_size, .dead_ms = dead_ms,
+		.beat_ms = DPG_LIVE_BEAT_MS, .nodes = ctx->watch_nodes,
+		.on_dead = peer_dead, .arg = ctx };
+	if (dpg_secret_parse(ctx->j.secret, secret, sizeof(secret), &slen, e) != 0)
+		return -DPG_ERR_AUTH;
+	rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret, slen,
+			       dpg_now_ms() + ctx->timeout_ms, &w->stop, &w->store, e);
+	explicit_bzero(secret, sizeof(secret));
+	return rc != 0 ? rc : dpg_watch_start(w, e);
 }
 
 /* Claim the rank in the store: two processes with the same RANK fail here
@@ -628,7 +673,7 @@ static int join_world(struct dpg_ctx *ctx, struct dpg_err *e)
 	ctx->startup.joined_ns = dpg_now_ns();
 	rc = start_world(ctx, cap_min, cap_rank, e);
 	ctx->startup.backend_ns = dpg_now_ns();
-	return rc;
+	return rc == 0 ? start_watch(ctx, e) : rc;
 }
 
 /* One rank: no store, no greeting. */
@@ -672,6 +717,7 @@ static struct dpg_ctx *ctx_new(void)
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->bg_lock, NULL);
 	ctx->device = -1;
+	ctx->dead_rank = -1;
 	ctx->backend = DPG_BACKEND_CPU;
 	snprintf(ctx->who, sizeof(ctx->who), "dpg");
 	snprintf(ctx->ns, sizeof(ctx->ns), "dpg");
@@ -735,6 +781,7 @@ dpg_status_t dpg_abort(dpg_ctx_t *ctx)
 	if (ctx == NULL)
 		return DPG_ERR_INVALID;
 	__atomic_store_n(&ctx->abort_flag, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&ctx->halt_flag, 1, __ATOMIC_SEQ_CST);
 	dpg_comm_abort_all(ctx);
 	return DPG_OK;
 }
@@ -813,6 +860,22 @@ static int farewell(struct dpg_ctx *ctx, struct dpg_err *e)
 	return dpg_errs(e, st, "%s", ctx->err);
 }
 
+/* A peer the liveness watch found dead never comes to the goodbye: skip it
+ * (at once, not after DPG_TIMEOUT), and say so unless a call said it. */
+static bool dead_peer(struct dpg_ctx *ctx, struct dpg_err *e)
+{
+	const char *msg = NULL;
+	bool said = ctx->failed;
+
+	if (dpg_ctx_dead_peer(ctx, &msg) < 0)
+		return false;
+	ctx->failed = true;
+	if (said)
+		return false;
+	dpg_errs(e, DPG_ERR_PEER, "%s", msg);
+	return true;
+}
+
 /* Leave the job: the world's farewell, then the store's goodbye. */
 static int leave(struct dpg_ctx *ctx, struct dpg_err *e)
 {
@@ -823,9 +886,14 @@ static int leave(struct dpg_ctx *ctx, struct dpg_err *e)
 		dpg_comm_destroy_owned(&ctx->world->c);
 		ctx->world = NULL;
 	}
+	if (rc == 0 && dead_peer(ctx, e))
+		return -DPG_ERR_PEER;
 	if (rc == 0 && ctx->store != NULL && ctx->ready && !ctx->failed &&
 	    !dpg_ctx_aborted(ctx) && ctx->j.world_size > 1)
 		rc = goodbye(ctx, e);
+	/* a peer found dead during the goodbye ended its waits */
+	if (rc != 0 && !dpg_ctx_aborted(ctx) && dead_peer(ctx, e))
+		return -DPG_ERR_PEER;
 	return rc;
 }
 
@@ -840,6 +908,8 @@ dpg_status_t (dpg_finalize)(dpg_ctx_t *ctx)
 	dpg_hang_stop(ctx);
 	dpg_comm_destroy_all_but_world(ctx);
 	st = dpg_ctx_fail(ctx, leave(ctx, &e), "dpg_finalize", &e);
+	dpg_watch_stop(&ctx->watch);
+	free(ctx->watch_nodes);
 	dpg_store_close(ctx->store);
 	dpg_store_server_stop(ctx->srv);
 	free(ctx->ranks);

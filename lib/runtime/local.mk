@@ -17,6 +17,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/ctx.c lib/runtime/ctx.h lib/runtime/runtime.h \
 	lib/runtime/coll.c lib/runtime/track.c lib/runtime/track.h \
 	lib/runtime/hang.c lib/runtime/hang_fmt.c lib/runtime/hang.h \
+	lib/runtime/live.c lib/runtime/live.h lib/runtime/watch.c \
 	lib/runtime/report.c lib/runtime/report.h \
 	lib/runtime/stop.c lib/runtime/stop.h \
 	lib/runtime/comm.c lib/runtime/mesh.c \

@@ -51,6 +51,16 @@ for t in "$bin" "$zbin"; do
 	*) echo "FAIL: $t exited with $rc"; failed=$((failed + 1)) ;;
 	esac
 done
+# a rank dies in the middle: the survivors name it within seconds (2+ GPUs)
+if [ -x "$bin" ] && [ "$ranks" -ge 2 ]; then
+	echo "== $bin $ranks death"
+	"$bin" "$ranks" death
+	rc=$?
+	case $rc in
+	0|77) ;;
+	*) echo "FAIL: $bin death exited with $rc"; failed=$((failed + 1)) ;;
+	esac
+fi
 [ "$failed" -gt 0 ] && exit 1
 [ "$ran" -eq 0 ] && exit 77
 exit 0

@@ -264,6 +264,20 @@ static void check_bytes_split_mesh(dpg_ctx_t *ctx, dpg_comm_t *w)
 		CHK(v == want, "parity group sum %d want %d", v, want);
 	}
 	OK(ctx, dpg_comm_destroy(par));
+	/* the last rank in no part (ncclCommSplit's NCCL_SPLIT_NOCOLOR) */
+	par = NULL;
+	OK(ctx, dpg_comm_split(w, r == n - 1 ? -1 : 0, -r, &par));
+	CHK((par == NULL) == (r == n - 1), "part of rank %d", r);
+	if (par != NULL) {
+		v = 1;
+		CU(cudaMemcpy(dv, &v, sizeof(v), cudaMemcpyHostToDevice));
+		OK(ctx, dpg_allreduce(par, dv, dv, 1, DPG_I32, DPG_SUM, NULL));
+		from_dev(&v, dv, sizeof(v));
+		CHK(v == n - 1, "part sum %d want %d", v, n - 1);
+		/* key -r: the order is reversed */
+		CHK(dpg_comm_rank(par) == n - 2 - r, "part rank %d", dpg_comm_rank(par));
+		OK(ctx, dpg_comm_destroy(par));
+	}
 	if (n == 4) {
 		int sizes[2] = { 2, 2 };
 		dpg_mesh_t *mesh = NULL;
@@ -347,7 +361,42 @@ static void check_abort(dpg_ctx_t *ctx, dpg_comm_t *w, cudaStream_t s)
 	cudaFree(d);
 }
 
-static void rank_main(int rank, int n, uint16_t port)
+/* The liveness watch (DPG_PEER_TIMEOUT=2): the last rank dies without a
+ * word (_exit) while the others wait in an allreduce with DPG_TIMEOUT=120;
+ * each survivor fails with DPG_ERR_PEER naming it within seconds, and
+ * dpg_finalize returns at once. */
+static void check_death(dpg_ctx_t *ctx, dpg_comm_t *w, cudaStream_t s)
+{
+	char want[32];
+	double t0, dt;
+	dpg_status_t st;
+	void *d;
+
+	OK(ctx, dpg_barrier(w));
+	if (g_rank == g_n - 1)
+		_exit(0);
+	CU(cudaMalloc(&d, 1024));
+	t0 = now_s();
+	st = dpg_allreduce(w, d, d, 256, DPG_F32, DPG_SUM, s);
+	dt = now_s() - t0;
+	snprintf(want, sizeof(want), "rank %d ", g_n - 1);
+	printf("rank %d: allreduce with a dead peer: %s after %.2f s: %s\n", g_rank,
+	       dpg_strerror(st), dt, dpg_last_error(ctx));
+	CHK(st == DPG_ERR_PEER, "got %s", dpg_strerror(st));
+	CHK(strstr(dpg_last_error(ctx), want) != NULL, "'%s' not named", want);
+	CHK(dt < 10, "noticed after %.1f s", dt);
+	cudaFree(d);
+	t0 = now_s();
+	st = dpg_finalize(ctx);
+	dt = now_s() - t0;
+	printf("rank %d: dpg_finalize after the death: %s after %.2f s\n", g_rank,
+	       dpg_strerror(st), dt);
+	CHK(dt < 5, "dpg_finalize took %.1f s", dt);
+	fflush(stdout);
+	_exit(g_failed ? 1 : 0);
+}
+
+static void rank_main(int rank, int n, uint16_t port, bool death)
 {
 	dpg_ctx_t *ctx = NULL;
 	dpg_comm_t *w;
@@ -367,8 +416,10 @@ static void rank_main(int rank, int n, uint16_t port)
 	setenv("MASTER_PORT", buf, 1);
 	setenv("DPG_SECRET", SECRET, 1);
 	setenv("DPG_BACKEND", "nccl", 1);
-	if (getenv("DPG_TIMEOUT") == NULL)
+	if (getenv("DPG_TIMEOUT") == NULL || death)
 		setenv("DPG_TIMEOUT", "120", 1);
+	if (death)
+		setenv("DPG_PEER_TIMEOUT", "2", 1);
 
 	OK(ctx, dpg_init(NULL, &ctx));
 	CHK(dpg_backend(ctx) == DPG_BACKEND_NCCL, "backend %d", dpg_backend(ctx));
@@ -376,6 +427,8 @@ static void rank_main(int rank, int n, uint16_t port)
 	/* the communicator is on device LOCAL_RANK (= rank here): so are the buffers */
 	CU(cudaSetDevice(rank));
 	CU(cudaStreamCreate(&s));
+	if (death)
+		check_death(ctx, w, s);
 	check_allreduce(ctx, w, s);
 	check_rs_ag_bcast(ctx, w, s);
 	check_bytes_split_mesh(ctx, w);
@@ -411,6 +464,7 @@ static int gpu_count(void)
 int main(int argc, char **argv)
 {
 	int ngpu = gpu_count(), n = argc > 1 ? atoi(argv[1]) : ngpu;
+	bool death = argc > 2 && strcmp(argv[2], "death") == 0;
 	pid_t pids[MAX_RANKS];
 	uint16_t port = free_port();
 	int failed = 0;
@@ -425,6 +479,10 @@ int main(int argc, char **argv)
 		n = MAX_RANKS;
 	if (n < 1)
 		n = 1;
+	if (death && n < 2) {
+		printf("SKIPPED: the dead-peer check needs 2 GPUs (%d seen)\n", ngpu);
+		return 77;
+	}
 	if (n == 1)
 		printf("note: 1 rank (NCCL allows one rank per GPU; %d GPU(s) seen)\n",
 		       ngpu);
@@ -432,7 +490,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < n; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0)
-			rank_main(r, n, port);
+			rank_main(r, n, port, death);
 	}
 	for (int r = 0; r < n; r++) {
 		int status;
@@ -443,6 +501,7 @@ int main(int argc, char **argv)
 			failed++;
 		}
 	}
-	printf("%s: NCCL collectives on %d rank(s)\n", failed ? "FAIL" : "PASS", n);
+	printf("%s: NCCL %s on %d rank(s)\n", failed ? "FAIL" : "PASS",
+	       death ? "dead-peer check" : "collectives", n);
 	return failed ? 1 : 0;
 }

@@ -80,7 +80,7 @@ UNIT_RUNTIME = tests/unit/runtime/test_cpu_backend tests/unit/runtime/test_init 
 	tests/unit/runtime/test_reduce tests/unit/runtime/test_digest \
 	tests/unit/runtime/test_shm tests/unit/runtime/test_store \
 	tests/unit/runtime/test_report tests/unit/runtime/test_startup \
-	tests/unit/runtime/test_stop
+	tests/unit/runtime/test_stop tests/unit/runtime/test_live
 tests_unit_runtime_test_cpu_backend_SOURCES = tests/unit/runtime/test_cpu_backend.c tests/unit/runtime/storeproc.h
 tests_unit_runtime_test_cpu_backend_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_cpu_backend_LDADD = $(RT_TEST_LDADD)
@@ -125,6 +125,8 @@ EXTRA_tests_unit_runtime_test_gpumod_DEPENDENCIES = $(GPUMOD_FAKES)
 tests_unit_runtime_test_report_SOURCES = tests/unit/runtime/test_report.c tests/unit/ranks.h tests/unit/testenv.h
 tests_unit_runtime_test_report_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_report_LDADD = $(RT_TEST_LDADD)
+tests_unit_runtime_test_live_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_runtime_test_live_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_startup_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_startup_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_stop_SOURCES = tests/unit/runtime/test_stop.c tests/unit/ranks.h tests/unit/testenv.h

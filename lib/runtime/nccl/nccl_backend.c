@@ -539,6 +539,94 @@ fail:
 	return rc;
 }
 
+/* ------------------------------------------------------------ split */
+
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+/* Wait for a nonblocking split: the child's communicator (m, nc) when this
+ * rank has one, else the parent's pending call. */
+static int complete_split(struct nccl_impl *pm, struct nccl_impl *m,
+			  ncclResult_t r, ncclComm_t nc, struct dpg_err *err)
+{
+	int64_t deadline = deadline_of(pm->timeout_s);
+
+	if (m != NULL)
+		m->comm = nc;
+	if (r != ncclSuccess && r != ncclInProgress)
+		return nccl_fail(m != NULL && nc != NULL ? m : pm, "ncclCommSplit", r, err);
+	if (m != NULL && nc != NULL)
+		return wait_comm(m, "split", deadline, err);
+	return wait_comm(pm, "split", deadline, err);
+}
+
+/* A new impl on the parent's device, with its scratch and barrier stream. */
+static int split_impl(const struct nccl_impl *pm, const struct dpg_backend_args *a,
+		      struct nccl_impl **out, struct dpg_err *err)
+{
+	struct nccl_impl *m = calloc(1, sizeof(*m));
+	cudaError_t ce;
+
+	if (m == NULL)
+		return dpg_errf(err, "out of memory"), -DPG_ERR_NOMEM;
+	m->device = pm->device;
+	m->timeout_s = a->timeout_s;
+	m->ctx_abort = a->abort;
+	if ((ce = cudaMalloc((void **)&m->scratch, sizeof(int))) != cudaSuccess ||
+	    (ce = cudaMemset(m->scratch, 0, sizeof(int))) != cudaSuccess ||
+	    (ce = cudaStreamCreateWithFlags(&m->bstream, cudaStreamNonBlocking)) !=
+	    cudaSuccess) {
+		dpg_errf(err, "CUDA on device %d: %s", m->device, cudaGetErrorString(ce));
+		if (m->scratch != NULL)
+			cudaFree(m->scratch);
+		free(m);
+		return -DPG_ERR_BACKEND;
+	}
+	*out = m;
+	return 0;
+}
+
+static void split_free(struct nccl_impl *m)
+{
+	if (m->comm != NULL)
+		ncclCommAbort(m->comm);
+	cudaFree(m->scratch);
+	cudaStreamDestroy(m->bstream);
+	free(m);
+}
+
+/* ncclCommSplit of parent's communicator (every member of parent calls it;
+ * child NULL: this rank is in no part, NCCL_SPLIT_NOCOLOR).  No store
+ * round: NCCL bootstraps the child over the parent. */
+int dpg_nccl_comm_split(struct dpg_comm *parent, struct dpg_comm *child,
+			int color, int key, const struct dpg_backend_args *a,
+			struct dpg_err *err)
+{
+	struct nccl_impl *pm = parent->impl, *m = NULL;
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclComm_t nc = NULL;
+	int prev, rc;
+
+	if ((rc = enter(pm, "comm_split", &prev, err)) != 0)
+		return rc;
+	if (child != NULL && (rc = split_impl(pm, a, &m, err)) != 0)
+		goto out;
+	cfg.blocking = 0;
+	if (child != NULL)
+		cfg.commName = child->name;
+	rc = complete_split(pm, m, ncclCommSplit(pm->comm, child != NULL ? color :
+						NCCL_SPLIT_NOCOLOR, key, &nc, &cfg),
+			    nc, err);
+	if (rc == 0 && child != NULL) {
+		child->impl = m;
+		child->ops = &nccl_ops;
+	} else if (m != NULL) {
+		split_free(m);
+	}
+out:
+	leave(pm, prev);
+	return rc;
+}
+#endif
+
 int dpg_nccl_device_count(void)
 {
 	int n = 0;

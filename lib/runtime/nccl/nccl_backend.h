@@ -23,6 +23,16 @@
 int dpg_nccl_comm_init(struct dpg_comm *c, const struct dpg_backend_args *a,
 		       struct dpg_err *err);
 
+/* Split parent (an NCCL communicator) with ncclCommSplit, collective over
+ * parent's members: child (rank, size, name, world_ranks set by the
+ * caller, as for dpg_nccl_comm_init) gets the part of color ordered by
+ * (key, parent rank); child NULL: this rank is in no part.  Only in
+ * modules built with NCCL 2.18 or later (gpumod.h: comm_split NULL
+ * otherwise).  Returns as dpg_nccl_comm_init. */
+int dpg_nccl_comm_split(struct dpg_comm *parent, struct dpg_comm *child,
+			int color, int key, const struct dpg_backend_args *a,
+			struct dpg_err *err);
+
 /* Number of CUDA devices this process can use (0 on any error). */
 int dpg_nccl_device_count(void);
 
