@@ -305,13 +305,13 @@ static int start_responder(struct dpg_ctx *ctx, const uint8_t *secret, size_t sl
 	return rc != 0 ? rc : dpg_hang_start(ctx, s, e);
 }
 
-/* A node leader's relay (store_relay.h): on when DPG_STORE_RELAY=1 and the
- * environment says this node runs more than one rank of the job. */
+/* A node leader's relay (store_relay.h): on (unless DPG_STORE_RELAY=0) when
+ * the environment says this node runs more than one rank of the job. */
 static bool relay_wanted(const struct dpg_ctx *ctx)
 {
 	const char *v = getenv("DPG_STORE_RELAY");
 
-	return v != NULL && strcmp(v, "1") == 0 && ctx->j.local_rank >= 0 &&
+	return !(v != NULL && strcmp(v, "0") == 0) && ctx->j.local_rank >= 0 &&
 	       ctx->j.local_world_size > 1 && ctx->j.local_rank < ctx->j.local_world_size;
 }
 
