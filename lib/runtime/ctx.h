@@ -44,6 +44,8 @@ struct dpg_ctx {
 	char gpu_why[DPG_ERR_MSG_MAX];	/* why the module did not load, or "" */
 	struct dpg_store_server *srv;
 	struct dpg_store *store;
+	struct dpg_store_relay *relay;	/* this node's relay, when we lead it */
+	char relay_name[64];		/* its socket; "" = straight to rank 0's store */
 	volatile int abort_flag;
 	volatile int halt_flag;		/* ctx->store's: dpg_abort or a dead peer */
 	bool failed;			/* a collective failed: no goodbye barrier */

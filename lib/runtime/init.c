@@ -10,6 +10,7 @@
 #include "report.h"
 #include "stop.h"
 #include "store.h"
+#include "store_relay.h"
 #include "store_wire.h"	/* DPG_WIRE_MAGIC: is it a dpg store? */
 #include "xchg.h"
 
@@ -277,15 +278,65 @@ static int connect_failed(struct dpg_ctx *ctx, int rc, struct dpg_err *e)
 	return rc;
 }
 
+/* Reach the store: through this node's relay when there is one, else
+ * straight to MASTER_ADDR:MASTER_PORT. */
+static int store_open(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
+		      int64_t deadline, const volatile int *abort, struct dpg_store **s,
+		      struct dpg_err *e)
+{
+	char where[DPG_ADDR_MAX + 8], leader[DPG_HOST_MAX + 32];
+
+	if (ctx->relay_name[0] == '\0')
+		return dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
+					 slen, deadline, abort, s, e);
+	snprintf(where, sizeof(where), "%s:%u", ctx->j.master_addr,
+		 (unsigned)ctx->j.master_port);
+	snprintf(leader, sizeof(leader), "local rank 0 on %s", ctx->node);
+	return dpg_store_connect_relay(ctx->relay_name, where, leader, secret, slen,
+				       deadline, abort, s, e);
+}
+
 /* The hang report's responder (hang.h), on a store connection of its own. */
 static int start_responder(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
 			   int64_t deadline, struct dpg_err *e)
 {
 	struct dpg_store *s = NULL;
-	int rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret, slen,
-				   deadline, &ctx->hang.stop, &s, e);
+	int rc = store_open(ctx, secret, slen, deadline, &ctx->hang.stop, &s, e);
 
 	return rc != 0 ? rc : dpg_hang_start(ctx, s, e);
+}
+
+/* A node leader's relay (store_relay.h): on (unless DPG_STORE_RELAY=0) when
+ * the environment says this node runs more than one rank of the job. */
+static bool relay_wanted(const struct dpg_ctx *ctx)
+{
+	const char *v = getenv("DPG_STORE_RELAY");
+
+	return !(v != NULL && strcmp(v, "0") == 0) && ctx->j.local_rank >= 0 &&
+	       ctx->j.local_world_size > 1 && ctx->j.local_rank < ctx->j.local_world_size;
+}
+
+/* The leader (local rank 0) starts its node's relay; the others find it. */
+static int relay_setup(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
+		       int64_t deadline, struct dpg_err *e)
+{
+	char label[DPG_HOST_MAX + 96];
+	int rc;
+
+	if (!relay_wanted(ctx))
+		return 0;
+	dpg_store_relay_name(ctx->j.ns, ctx->node, ctx->j.master_addr,
+			     ctx->j.master_port, ctx->relay_name);
+	if (ctx->j.local_rank != 0)
+		return 0;
+	snprintf(label, sizeof(label), "node leader rank %d on %s, carrying its %d "
+		 "local ranks", ctx->j.rank, ctx->node, ctx->j.local_world_size);
+	rc = dpg_store_relay_start(ctx->relay_name, ctx->j.master_addr,
+				   ctx->j.master_port, secret, slen, label, deadline,
+				   &ctx->abort_flag, &ctx->relay, e);
+	if (rc != 0)
+		ctx->relay_name[0] = '\0';
+	return rc;
 }
 
 static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
@@ -301,8 +352,9 @@ static int connect_store(struct dpg_ctx *ctx, struct dpg_err *e)
 	if (rc == 0 && ctx->j.rank == 0)
 		rc = serve_store(ctx, secret, slen, e);
 	if (rc == 0)
-		rc = dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
-				       slen, deadline, &ctx->halt_flag, &ctx->store, e);
+		rc = relay_setup(ctx, secret, slen, deadline, e);
+	if (rc == 0)
+		rc = store_open(ctx, secret, slen, deadline, &ctx->halt_flag, &ctx->store, e);
 	if (rc == 0)
 		rc = start_responder(ctx, secret, slen, deadline, e);
 	explicit_bzero(secret, sizeof(secret));
@@ -911,7 +963,8 @@ dpg_status_t (dpg_finalize)(dpg_ctx_t *ctx)
 	dpg_watch_stop(&ctx->watch);
 	free(ctx->watch_nodes);
 	dpg_store_close(ctx->store);
-	dpg_store_server_stop(ctx->srv);
+	dpg_store_server_stop(ctx->srv);	/* before the relay: its end is not a loss */
+	dpg_store_relay_stop(ctx->relay);
 	free(ctx->ranks);
 	dpg_gpumod_close(&ctx->gpu);
 	pthread_mutex_destroy(&ctx->lock);

@@ -11,7 +11,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/store.h lib/runtime/store_wire.c lib/runtime/store_wire.h \
 	lib/runtime/store_table.c lib/runtime/store_table.h \
 	lib/runtime/store_server.c lib/runtime/store_server.h lib/runtime/store_ops.c \
-	lib/runtime/store_client.c \
+	lib/runtime/store_client.c lib/runtime/store_relay.c lib/runtime/store_relay.h \
 	lib/runtime/join.c lib/runtime/join.h \
 	lib/runtime/xchg.c lib/runtime/xchg.h \
 	lib/runtime/ctx.c lib/runtime/ctx.h lib/runtime/runtime.h \

@@ -20,18 +20,21 @@
  * store answered with an error (ADD on text, store full). */
 #include "parse.h"	/* dpg_hex_digit */
 #include "store.h"
+#include "store_relay.h"
 #include "store_wire.h"
 #include "le.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "net.h"
@@ -47,6 +50,9 @@ struct dpg_store {
 	uint8_t *rbuf;
 	size_t rlen, rcap, rdone;	/* rdone: bytes of the last message handed out */
 	char where[300];		/* "host:port" */
+	const char *relay;		/* the relay's socket name (points at relay_buf), or NULL */
+	char relay_buf[DPG_RELAY_NAME_MAX];
+	char leader[160];		/* the node leader, when through a relay */
 };
 
 struct msg {
@@ -246,6 +252,10 @@ static int rpc_failed(struct dpg_store *s, int rc, const char *what, int64_t wai
 		if (s->garbled)
 			return dpg_errs(err, DPG_ERR_PEER, "store: protocol error from %s %s",
 					s->where, what);
+		if (s->relay != NULL && s->leader[0] != '\0')
+			return dpg_errs(err, DPG_ERR_PEER, "store: the node leader (%s) "
+					"closed the connection %s (it exited, or the store "
+					"at %s stopped)", s->leader, what, s->where);
 		return dpg_errs(err, DPG_ERR_PEER, "store: the store at %s closed the "
 				"connection %s (server stopped or crashed?)", s->where, what);
 	default:
@@ -412,6 +422,42 @@ static int authenticate(struct dpg_store *s, const uint8_t *ns, int64_t deadline
 	return 0;
 }
 
+/* Connect to the relay's abstract socket, retrying while it is not there
+ * yet (the leader starts it while its local ranks start too). */
+static int relay_connect(struct dpg_store *s, int64_t deadline, struct dpg_err *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(s->relay);
+	socklen_t sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	int64_t backoff = 5;
+
+	memcpy(sa.sun_path + 1, s->relay, n);	/* abstract: sun_path[0] = 0 */
+	for (;;) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), e;
+
+		if (fd < 0)
+			return dpg_errs(err, DPG_ERR_SYSTEM, "socket(AF_UNIX): %s",
+					strerror(errno));
+		if (connect(fd, (struct sockaddr *)&sa, sl) == 0) {
+			s->fd = fd;
+			return 0;
+		}
+		e = errno;
+		close(fd);
+		if (e != ECONNREFUSED && e != ENOENT && e != EAGAIN && e != EINTR)
+			return dpg_errs(err, DPG_ERR_SYSTEM, "connecting to the node "
+					"leader's relay '@%s': %s", s->relay, strerror(e));
+		if (raised(s->abort))
+			return -DPG_ERR_ABORTED;
+		if (dpg_now_ms() + backoff >= deadline)
+			return dpg_errs(err, DPG_ERR_TIMEOUT, "timed out connecting to the "
+					"node leader's relay '@%s' (is local rank 0 of this "
+					"node running?)", s->relay);
+		usleep((useconds_t)backoff * 1000);
+		backoff = backoff * 2 > 200 ? 200 : backoff * 2;
+	}
+}
+
 /* Connect and authenticate once.  *again: the store closed the connection
  * before its challenge (backlog overflow, a server still starting or
  * restarting), which is worth another try; the rest is final. */
@@ -422,7 +468,8 @@ static int connect_once(struct dpg_store *s, const char *host, uint16_t port,
 	int rc;
 
 	*again = false;
-	rc = dpg_net_connect(host, port, deadline, s->abort, &s->fd, err);
+	rc = s->relay != NULL ? relay_connect(s, deadline, err) :
+	     dpg_net_connect(host, port, deadline, s->abort, &s->fd, err);
 	if (rc == -DPG_ERR_ABORTED)
 		return dpg_errs(err, DPG_ERR_ABORTED, "store: aborted connecting to %s",
 				s->where);
@@ -449,29 +496,35 @@ static void disconnect(struct dpg_store *s)
 	s->broken = s->garbled = false;
 }
 
-int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
-		      size_t secret_len, int64_t deadline_ms,
-		      const volatile int *abort, struct dpg_store **out,
-		      struct dpg_err *err)
+/* A fresh handle keyed with the secret, named "where" in messages. */
+static int handle_new(const uint8_t *secret, size_t secret_len, const volatile int *abort,
+		      struct dpg_store **out, struct dpg_err *err)
 {
 	struct dpg_store *s;
-	int64_t backoff = 10;
-	bool again;
-	int rc;
+	int rc = dpg_wire_check_secret(secret, secret_len, err);
 
-	rc = dpg_wire_check_secret(secret, secret_len, err);
 	if (rc != 0)
 		return rc;
-	if (host == NULL)
-		host = "127.0.0.1";
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return dpg_errs(err, DPG_ERR_NOMEM, "store: out of memory");
 	s->fd = -1;
 	s->abort = abort;
-	snprintf(s->where, sizeof(s->where), "%s:%u", host, (unsigned)port);
 	memcpy(s->key.k, secret, secret_len);
 	s->key.len = secret_len;
+	*out = s;
+	return 0;
+}
+
+/* Connect and authenticate, retrying a store that closed us early. */
+static int connect_retrying(struct dpg_store *s, const char *host, uint16_t port,
+			    int64_t deadline_ms, struct dpg_store **out,
+			    struct dpg_err *err)
+{
+	int64_t backoff = 10;
+	bool again;
+	int rc;
+
 	for (;;) {
 		rc = connect_once(s, host, port, deadline_ms, &again, err);
 		if (rc == 0) {
@@ -479,13 +532,58 @@ int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
 			return 0;
 		}
 		disconnect(s);
-		if (!again || dpg_now_ms() + backoff >= deadline_ms || raised(abort))
+		if (!again || dpg_now_ms() + backoff >= deadline_ms || raised(s->abort))
 			break;
 		usleep((useconds_t)backoff * 1000);
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	dpg_store_close(s);
 	return rc;
+}
+
+int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
+		      size_t secret_len, int64_t deadline_ms,
+		      const volatile int *abort, struct dpg_store **out,
+		      struct dpg_err *err)
+{
+	struct dpg_store *s = NULL;
+	int rc = handle_new(secret, secret_len, abort, &s, err);
+
+	if (rc != 0)
+		return rc;
+	if (host == NULL)
+		host = "127.0.0.1";
+	snprintf(s->where, sizeof(s->where), "%s:%u", host, (unsigned)port);
+	return connect_retrying(s, host, port, deadline_ms, out, err);
+}
+
+int dpg_store_connect_relay(const char *name, const char *where, const char *leader,
+			    const uint8_t *secret, size_t secret_len, int64_t deadline_ms,
+			    const volatile int *abort, struct dpg_store **out,
+			    struct dpg_err *err)
+{
+	struct dpg_store *s = NULL;
+	int rc;
+
+	if (name == NULL || name[0] == '\0' || strlen(name) >= DPG_RELAY_NAME_MAX)
+		return dpg_errf(err, "store: bad relay socket name");
+	rc = handle_new(secret, secret_len, abort, &s, err);
+	if (rc != 0)
+		return rc;
+	snprintf(s->relay_buf, sizeof(s->relay_buf), "%s", name);
+	s->relay = s->relay_buf;
+	snprintf(s->where, sizeof(s->where), "%s", where != NULL ? where : name);
+	snprintf(s->leader, sizeof(s->leader), "%s", leader != NULL ? leader : "");
+	return connect_retrying(s, NULL, 0, deadline_ms, out, err);
+}
+
+int dpg_store_take_fd(struct dpg_store *s)
+{
+	int fd = s->fd;
+
+	s->fd = -1;
+	dpg_store_close(s);
+	return fd;
 }
 
 void dpg_store_close(struct dpg_store *s)

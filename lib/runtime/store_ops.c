@@ -3,6 +3,7 @@
  * (SET, GET, ADD, CAS, WAIT, DEL, CANCEL) in a table indexed by op code, and
  * the GET/WAIT requests parked on keys not set yet. */
 #include "store.h"
+#include "store_relay.h"	/* DPG_RELAY_KEY_PREFIX */
 #include "store_server.h"
 #include "le.h"
 
@@ -293,6 +294,18 @@ static enum verdict park(const struct req *q, const uint8_t *const *keys,
 
 /* ------------------------------------------------------------ operations */
 
+/* A node leader's relay registers what it carries: named when it is lost. */
+static void relay_label(struct conn *c, const uint8_t *v, size_t n)
+{
+	size_t i;
+
+	if (n >= sizeof(c->label))
+		n = sizeof(c->label) - 1;
+	for (i = 0; i < n; i++)
+		c->label[i] = v[i] >= 0x20 && v[i] < 0x7f ? (char)v[i] : '?';
+	c->label[n] = '\0';
+}
+
 static enum verdict op_set(struct req *q)
 {
 	size_t klen = 0;
@@ -300,6 +313,9 @@ static enum verdict op_set(struct req *q)
 
 	if (q->k.bad || q->k.n > DPG_STORE_VALUE_MAX)
 		return MALFORMED;
+	if (klen > sizeof(DPG_RELAY_KEY_PREFIX) - 1 &&
+	    memcmp(key, DPG_RELAY_KEY_PREFIX, sizeof(DPG_RELAY_KEY_PREFIX) - 1) == 0)
+		relay_label(q->c, q->k.p, q->k.n);
 	if (store_put(q, key, klen, q->k.p, q->k.n) != NULL)
 		answer(q, NULL, 0, NULL);
 	return DONE;

@@ -205,6 +205,9 @@ static void conn_close(struct dpg_store_server *s, struct conn *c)
 {
 	struct oseg *g, *next;
 
+	if (c->label[0] != '\0' && !s->stopping)
+		slog(s, "lost", c->peer, "%s: its connection to the store ended (the "
+		     "node leader exited?)", c->label);
 	dpg_srv_unpark_all(s, c);
 	for (g = c->ohead; g != NULL; g = next) {
 		next = g->next;
@@ -701,6 +704,7 @@ static void *server_main(void *arg)
 
 static void server_free(struct dpg_store_server *s)
 {
+	s->stopping = true;
 	while (!dl_empty(&s->conns))
 		conn_close(s, container_of(s->conns.next, struct conn, all));
 	bury(s);

@@ -39,6 +39,7 @@ struct conn {
 	uint32_t nparked;
 	size_t parked_bytes;		/* the cost of what is parked (store_ops.c) */
 	char peer[32];
+	char label[160];		/* a relay's registration (DPG_RELAY_KEY_PREFIX) */
 };
 
 struct dpg_store_server {
@@ -57,6 +58,7 @@ struct dpg_store_server {
 	_Atomic size_t nparked, parked_bytes;	/* over every connection */
 	struct conn *flush;
 	struct conn *graveyard;		/* closed, to free after the batch */
+	bool stopping;			/* server_free: connections end by our hand */
 	/* log rate limiting */
 	int64_t log_sec;
 	unsigned log_lines;

@@ -79,6 +79,7 @@ UNIT_RUNTIME = tests/unit/runtime/test_cpu_backend tests/unit/runtime/test_init 
 	tests/unit/runtime/test_join tests/unit/runtime/test_net \
 	tests/unit/runtime/test_reduce tests/unit/runtime/test_digest \
 	tests/unit/runtime/test_shm tests/unit/runtime/test_store \
+	tests/unit/runtime/test_store_relay \
 	tests/unit/runtime/test_report tests/unit/runtime/test_startup \
 	tests/unit/runtime/test_stop tests/unit/runtime/test_live
 tests_unit_runtime_test_cpu_backend_SOURCES = tests/unit/runtime/test_cpu_backend.c tests/unit/runtime/storeproc.h
@@ -146,6 +147,8 @@ tests_unit_runtime_test_shm_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_shm_LDADD = $(RT_TEST_LDADD)
 tests_unit_runtime_test_store_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_runtime_test_store_LDADD = $(RT_TEST_LDADD)
+tests_unit_runtime_test_store_relay_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_runtime_test_store_relay_LDADD = $(RT_TEST_LDADD)
 
 # ---------------------------------------------------------------- train
 # (zero forks ranks: ranks.h)
