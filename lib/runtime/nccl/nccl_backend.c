@@ -24,6 +24,11 @@
 
 /* Sleep between polls: short, since collectives are often sub-millisecond. */
 #define POLL_US 50
+/* A collective's wait spins (no sleep) for its first SPIN_MS: a sleep
+ * between polls costs its whole granularity (50-100 us in a VM) on every
+ * call, which is most of a 32-128 MiB collective on an H100; past SPIN_MS
+ * an overshoot of one POLL_US is below 1% and the core is given back. */
+#define SPIN_MS 10
 
 struct nccl_impl {
 	ncclComm_t comm;		/* NULL once aborted or destroyed */
@@ -34,6 +39,10 @@ struct nccl_impl {
 	const char *broken;		/* why the comm is unusable, or NULL */
 	int *scratch;			/* one device int for barriers */
 	cudaStream_t bstream;		/* barrier's own stream */
+	/* where a nonblocking ncclCommSplit of this comm stores the child:
+	 * NCCL writes it when the split is done, after the call returned, so
+	 * it lives as long as the parent, not on a caller's stack */
+	ncclComm_t split_slot;
 };
 
 static bool abort_requested(const struct nccl_impl *m)
@@ -134,7 +143,7 @@ static int wait_comm(struct nccl_impl *m, const char *what, int64_t deadline,
 static int wait_stream(struct nccl_impl *m, const char *what, cudaStream_t s,
 		       int64_t deadline, struct dpg_err *err)
 {
-	unsigned spins = 0;
+	int64_t spin_until = now_ms() + SPIN_MS;
 
 	for (;;) {
 		cudaError_t ce = cudaStreamQuery(s);
@@ -152,14 +161,16 @@ static int wait_stream(struct nccl_impl *m, const char *what, cudaStream_t s,
 			dpg_errf(err, "NCCL %s: aborted (dpg_abort was called)", what);
 			return -DPG_ERR_ABORTED;
 		}
-		if (now_ms() >= deadline) {
+		int64_t t = now_ms();
+
+		if (t >= deadline) {
 			kill_comm(m, "an earlier timeout");
 			dpg_errf(err, "NCCL %s: not complete after %.1f s (a rank did "
 				 "not join this collective, or died); communicator "
 				 "aborted", what, m->timeout_s);
 			return -DPG_ERR_TIMEOUT;
 		}
-		if (++spins > 64)
+		if (t >= spin_until)
 			usleep(POLL_US);
 	}
 }
@@ -542,20 +553,33 @@ fail:
 /* ------------------------------------------------------------ split */
 
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
-/* Wait for a nonblocking split: the child's communicator (m, nc) when this
- * rank has one, else the parent's pending call. */
+/* Wait for a nonblocking split.  NCCL stores the child's communicator in
+ * pm->split_slot only when the split is done, which the parent's async state
+ * tells (the split is the parent's pending call); then the child (m, when
+ * this rank has one) takes it and waits for its own state. */
 static int complete_split(struct nccl_impl *pm, struct nccl_impl *m,
-			  ncclResult_t r, ncclComm_t nc, struct dpg_err *err)
+			  ncclResult_t r, struct dpg_err *err)
 {
 	int64_t deadline = deadline_of(pm->timeout_s);
+	ncclComm_t nc;
+	int rc;
 
-	if (m != NULL)
-		m->comm = nc;
 	if (r != ncclSuccess && r != ncclInProgress)
-		return nccl_fail(m != NULL && nc != NULL ? m : pm, "ncclCommSplit", r, err);
-	if (m != NULL && nc != NULL)
-		return wait_comm(m, "split", deadline, err);
-	return wait_comm(pm, "split", deadline, err);
+		return nccl_fail(pm, "ncclCommSplit", r, err);
+	if ((rc = wait_comm(pm, "split", deadline, err)) != 0)
+		return rc;
+	nc = __atomic_load_n(&pm->split_slot, __ATOMIC_ACQUIRE);
+	pm->split_slot = NULL;
+	if (m == NULL) {
+		if (nc != NULL)	/* in no part, yet given one: not ours */
+			ncclCommAbort(nc);
+		return 0;
+	}
+	if (nc == NULL)
+		return dpg_errf(err, "NCCL split: ncclCommSplit completed without a "
+				"communicator for this rank"), -DPG_ERR_BACKEND;
+	m->comm = nc;
+	return wait_comm(m, "split", deadline, err);
 }
 
 /* A new impl on the parent's device, with its scratch and barrier stream. */
@@ -602,7 +626,7 @@ int dpg_nccl_comm_split(struct dpg_comm *parent, struct dpg_comm *child,
 {
 	struct nccl_impl *pm = parent->impl, *m = NULL;
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-	ncclComm_t nc = NULL;
+	ncclResult_t r;
 	int prev, rc;
 
 	if ((rc = enter(pm, "comm_split", &prev, err)) != 0)
@@ -612,9 +636,10 @@ int dpg_nccl_comm_split(struct dpg_comm *parent, struct dpg_comm *child,
 	cfg.blocking = 0;
 	if (child != NULL)
 		cfg.commName = child->name;
-	rc = complete_split(pm, m, ncclCommSplit(pm->comm, child != NULL ? color :
-						NCCL_SPLIT_NOCOLOR, key, &nc, &cfg),
-			    nc, err);
+	pm->split_slot = NULL;
+	r = ncclCommSplit(pm->comm, child != NULL ? color : NCCL_SPLIT_NOCOLOR, key,
+			  &pm->split_slot, &cfg);
+	rc = complete_split(pm, m, r, err);
 	if (rc == 0 && child != NULL) {
 		child->impl = m;
 		child->ops = &nccl_ops;
