@@ -81,8 +81,10 @@ static void *to_dev(const void *h, size_t bytes)
 	void *d = NULL;
 
 	CU(cudaMalloc(&d, bytes > 0 ? bytes : 1));
-	if (bytes > 0)
+	if (bytes > 0 && h != NULL)
 		CU(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+	else if (bytes > 0)	/* an output buffer: zeroed, so stale bytes fail */
+		CU(cudaMemset(d, 0, bytes));
 	return d;
 }
 
@@ -329,6 +331,45 @@ static void *abort_later(void *arg)
 	return NULL;
 }
 
+/* a host function that holds its stream for 3 s */
+static void CUDART_CB hold_stream(void *arg)
+{
+	(void)arg;
+	sleep(3);
+}
+
+/* One GPU: the allreduce waits behind a stream held for 3 s by a host
+ * function; a thread calls dpg_abort after 0.5 s and the call returns
+ * DPG_ERR_ABORTED, and so does the next one.  Measured on an H100: it returns
+ * when the hold ends (3.0 s), because ncclCommAbort waits for the work queued
+ * ahead of NCCL's kernel; a kernel of NCCL's own that waits for a dead peer
+ * is what ncclCommAbort stops at once, which takes two GPUs (the death
+ * case).  So the bound here is the hold plus a second, not 0.5 s. */
+static void check_abort_one(dpg_ctx_t *ctx, dpg_comm_t *w, cudaStream_t s)
+{
+	struct aborter a = { ctx };
+	pthread_t th;
+	void *d;
+	double t0, dt;
+	dpg_status_t st;
+
+	CU(cudaMalloc(&d, 1024));
+	CU(cudaLaunchHostFunc(s, hold_stream, NULL));
+	pthread_create(&th, NULL, abort_later, &a);
+	t0 = now_s();
+	st = dpg_allreduce(w, d, d, 256, DPG_F32, DPG_SUM, s);
+	dt = now_s() - t0;
+	pthread_join(th, NULL);
+	printf("rank 0: allreduce behind a held stream: %s after %.2f s: %s\n",
+	       dpg_strerror(st), dt, dpg_last_error(ctx));
+	CHK(st == DPG_ERR_ABORTED, "got %s", dpg_strerror(st));
+	CHK(dt > 0.3 && dt < 4.0, "abort took %.2f s (the stream was held 3 s)", dt);
+	st = dpg_allreduce(w, d, d, 256, DPG_F32, DPG_SUM, s);
+	CHK(st == DPG_ERR_ABORTED, "a call after dpg_abort: %s", dpg_strerror(st));
+	cudaStreamSynchronize(s);
+	cudaFree(d);
+}
+
 /* rank 0 blocks in an allreduce the others skip; a thread aborts it */
 static void check_abort(dpg_ctx_t *ctx, dpg_comm_t *w, cudaStream_t s)
 {
@@ -338,8 +379,10 @@ static void check_abort(dpg_ctx_t *ctx, dpg_comm_t *w, cudaStream_t s)
 	double t0, dt;
 	dpg_status_t st;
 
-	if (g_n < 2)
+	if (g_n < 2) {
+		check_abort_one(ctx, w, s);
 		return;
+	}
 	OK(ctx, dpg_barrier(w));
 	if (g_rank != 0) {
 		/* skip it; rank 0's communicator is gone afterwards, so leave

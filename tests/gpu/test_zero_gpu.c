@@ -17,6 +17,10 @@
  *     tests/unit/train/test_zero.c), the parameters moved; a checkpoint saved
  *     after 3 steps loads into a fresh model with the same bits, and the
  *     resumed run ends where the uninterrupted one did.
+ *  3. checkpoints across backends: the NCCL job's checkpoints load on the
+ *     CPU backend (same world) with the bits the NCCL ranks had at the save;
+ *     the CPU ranks save them again and a second NCCL job loads those, again
+ *     bit for bit: GPU -> CPU -> GPU.
  *
  *   test_zero_gpu [N]        N defaults to the number of visible GPUs (max 8)
  *   test_zero_gpu --cpu N    part 2 only, its ranks on the CPU backend (no
@@ -62,6 +66,9 @@ static const char *g_who = "parent";	/* "kernels", "reference", "rank 3" */
 static char g_whobuf[32];
 static int g_failed;
 static bool g_gpu;	/* this process's buffers are device memory */
+/* which job the ranks run: the sharded step, or a hop of part 3 */
+enum { PHASE_STEP, PHASE_TO_CPU, PHASE_BACK };
+static int g_phase = PHASE_STEP;
 
 /* A failed check: counted, the process goes on (collectives stay in step). */
 #define CHK(cond, ...)                                                      \
@@ -724,6 +731,10 @@ static void run_cfg(dpg_ctx_t *ctx, const struct zcfg *c, int world, int rank,
 
 			OK(ctx, dpg_zero_save(z, ckdir, &next, sizeof(next)));
 			gather_all(ctx, z, c, at_save);
+			if (rank == 0) {	/* what part 3 must load */
+				tmp_path(path, sizeof(path), c->tag, ".atsave");
+				write_file(path, at_save, TOTAL_NUMEL);
+			}
 		}
 	}
 	gather_all(ctx, z, c, fin);
@@ -767,13 +778,59 @@ static void run_cfg(dpg_ctx_t *ctx, const struct zcfg *c, int world, int rank,
 	}
 }
 
+/* Part 3, one configuration: load the checkpoint in <tag><from> into a
+ * fresh model on this job's backend, compare with the bits the first job had
+ * at the save (<tag>.atsave), and save it again in <tag><to> (when to is
+ * not NULL) for the next hop. */
+static void cross_cfg(dpg_ctx_t *ctx, const struct zcfg *c, int rank, const char *from,
+		      const char *to)
+{
+	static float want[TOTAL_NUMEL], got[TOTAL_NUMEL];
+	char dir[512], path[512];
+	dpg_zero_t *z = make_model(ctx, c);
+	long next = -1;
+	size_t len = 0;
+
+	tmp_path(dir, sizeof(dir), c->tag, from);
+	tmp_path(path, sizeof(path), c->tag, ".atsave");
+	OK(ctx, dpg_zero_load(z, dir, &next, sizeof(next), &len));
+	CHK(len == sizeof(next) && next == SAVE_AT, "%s: %s: resumed at %ld, expected %d",
+	    c->tag, from, next, SAVE_AT);
+	gather_all(ctx, z, c, got);
+	if (rank == 0) {
+		FILE *f = fopen(path, "rb");
+		bool ok = f != NULL && fread(want, sizeof(float), TOTAL_NUMEL, f) == TOTAL_NUMEL;
+
+		if (f != NULL)
+			fclose(f);
+		CHK(ok, "%s: cannot read %s", c->tag, path);
+		CHK(!ok || memcmp(got, want, sizeof(got)) == 0, "%s: the checkpoint %s loads "
+		    "on %s with other bits than it was saved with (max relative difference %g)",
+		    c->tag, from, g_gpu ? "NCCL" : "the CPU", max_rel_diff(want, got, TOTAL_NUMEL));
+	}
+	if (to != NULL) {
+		tmp_path(dir, sizeof(dir), c->tag, to);
+		OK(ctx, dpg_zero_save(z, dir, &next, sizeof(next)));
+	}
+	OK(ctx, dpg_zero_destroy(z));
+}
+
 /* ------------------------------------------------- processes */
 
 
 
 static void job_env(int rank, int n, uint16_t port, const char *backend)
 {
+	/* clean_env drops every DPG_ variable: keep the module path that
+	 * make check-gpu (tests/gpu/run.sh) points at the build tree's */
+	const char *m = getenv("DPG_CUDA_MODULE");
+	char module[4096] = "";
+
+	if (m != NULL && strlen(m) < sizeof(module))
+		memcpy(module, m, strlen(m) + 1);
 	clean_env();
+	if (module[0] != '\0')
+		setenv("DPG_CUDA_MODULE", module, 1);
 	setenv_int("RANK", rank);
 	setenv_int("LOCAL_RANK", rank);
 	setenv_int("WORLD_SIZE", n);
@@ -810,6 +867,15 @@ static void rank_main(int rank, int n, uint16_t port, bool gpu, bool reference)
 		CU(cudaSetDevice(rank));
 	}
 	st = dpg_init(&o, &ctx);
+	if (st == DPG_ERR_UNSUPPORTED && gpu) {
+		/* this test is built only with the module, and CUDA sees a
+		 * GPU: a module that does not load is a failure, not a skip */
+		printf("FAIL: %s: the NCCL backend is unusable with a GPU present: %s\n",
+		       g_who, dpg_last_error(ctx));
+		fflush(stdout);
+		dpg_finalize(ctx);
+		_exit(1);
+	}
 	if (st == DPG_ERR_UNSUPPORTED) {
 		printf("SKIPPED: %s: %s\n", g_who, dpg_last_error(ctx));
 		fflush(stdout);
@@ -830,7 +896,11 @@ static void rank_main(int rank, int n, uint16_t port, bool gpu, bool reference)
 			CU(cudaSetDevice(rank));
 	}
 	for (int k = 0; k < NCFGS; k++) {
-		if (reference) {
+		if (g_phase == PHASE_TO_CPU) {
+			cross_cfg(ctx, &CFGS[k], rank, "-ckpt", "-ckpt2");
+		} else if (g_phase == PHASE_BACK) {
+			cross_cfg(ctx, &CFGS[k], rank, "-ckpt2", NULL);
+		} else if (reference) {
 			struct zcfg r = CFGS[k];
 
 			r.stage = 1;
@@ -842,8 +912,10 @@ static void rank_main(int rank, int n, uint16_t port, bool gpu, bool reference)
 	}
 	OK(ctx, dpg_finalize(ctx));
 	if (rank == 0)
-		printf("%s: %d configurations on %d rank(s) (%s) in %.1f s\n", g_who, NCFGS, n,
-		       gpu ? "NCCL" : "CPU", now_s() - t0);
+		printf("%s: %d configurations on %d rank(s) (%s)%s in %.1f s\n", g_who, NCFGS, n,
+		       gpu ? "NCCL" : "CPU", g_phase == PHASE_TO_CPU ? ": the NCCL job's "
+		       "checkpoints load bit for bit, saved again" : g_phase == PHASE_BACK ?
+		       ": those checkpoints load bit for bit" : "", now_s() - t0);
 	fflush(stdout);
 	fflush(stderr);
 	_exit(g_failed ? 1 : 0);
@@ -1089,6 +1161,17 @@ int main(int argc, char **argv)
 	rc_z = rc_r == 0 ? run_ranks(!cpu) : 1;
 	if (rc_z == 0 && rc_r == 0)
 		compare_results();
+	/* 3: its checkpoints on the CPU backend, saved again, back on NCCL */
+	if (rc_z == 0) {
+		g_phase = PHASE_TO_CPU;
+		rc_z = run_ranks(false);
+		if (rc_z == 0) {
+			g_phase = PHASE_BACK;
+			rc_z = run_ranks(!cpu);
+		}
+		if (rc_z == 77)	/* the first job ran: a later skip is a failure */
+			rc_z = 1;
+	}
 
 	if (rc_z == 77 && rc_k == 0 && !g_failed) {
 		printf("SKIPPED: the sharded step (libdpg has no NCCL/CUDA kernels)\n");
@@ -1103,7 +1186,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	printf("PASS: %s%d configurations of the sharded step on %d rank(s) (%s)\n",
+	printf("PASS: %s%d configurations of the sharded step on %d rank(s) (%s); their "
+	       "checkpoints load bit for bit across backends\n",
 	       cpu ? "" : "kernels bit-identical to the host; ", NCFGS, g_n,
 	       cpu ? "CPU backend" : "NCCL");
 	return 0;
