@@ -256,7 +256,7 @@ dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh);
  * the last report now, on every rank (collective), into buf (NULL, 0: only
  * dpg_straggler_report's own record).  Collectives of every communicator of
  * ctx count, dpg_zero's prefetch thread's not.  On DPG_BACKEND_NCCL a call
- * returns once enqueued: the report shows host-side waits only.
+ * returns once its stream has finished it, so the waits include the GPU's.
  * Hang report: when a collective times out, its error (dpg_last_error) goes
  * on with what every rank was doing, asked through the store with a 2 s
  * deadline (see "Hangs" in libdpg(3)), e.g. "; the ranks: allreduce #812 on
