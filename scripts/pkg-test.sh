@@ -204,9 +204,9 @@ if [ "$cuda" = 1 ]; then
 		dep=$(dpkg-deb -f "$work/libdpg0-cuda_${version}_${arch}.deb" Depends)
 		echo "   | libdpg0-cuda Depends: $dep"
 		[ -f "$mod" ] && echo "$dep" | grep -q 'libnccl2' && echo "$dep" | grep -q 'libdpg0 (=' &&
-			[ "$(nm -D --defined-only "$mod" | awk '{print $NF}')" = dpg_gpumod_v2 ]
+			[ "$(nm -D --defined-only "$mod" | awk '{print $NF}')" = dpg_gpumod_v3 ]
 	}
-	check "libdpg0-cuda holds dpg/dpg-cuda.so (exports dpg_gpumod_v2), depends on libdpg0 and libnccl2" cuda_pkg_ok
+	check "libdpg0-cuda holds dpg/dpg-cuda.so (exports dpg_gpumod_v3), depends on libdpg0 and libnccl2" cuda_pkg_ok
 	check "dpg-cuda.so: no missing libraries (ldd)" no_missing_libs "$mod"
 fi
 check "libdpg SONAME is libdpg.so.0" eval 'readelf -d "$libdir/libdpg.so.0" | grep -q "SONAME.*\[libdpg.so.0\]"'

@@ -55,9 +55,9 @@ static const struct dpg_gpumod table = {
 };
 
 /* The one symbol dpg-cuda.so exports (lib/cuda/dpg-cuda.map). */
-const struct dpg_gpumod *dpg_gpumod_v2(void);
+const struct dpg_gpumod *dpg_gpumod_v3(void);
 
-const struct dpg_gpumod *dpg_gpumod_v2(void)
+const struct dpg_gpumod *dpg_gpumod_v3(void)
 {
 	return &table;
 }

@@ -36,6 +36,16 @@ struct dpg_comm_ops {
 	int (*all_gather)(struct dpg_comm *c, const void *send, void *recv,
 			  size_t sendcount, dpg_dtype_t dt, void *stream,
 			  struct dpg_err *err);
+	/* Stage 3's prefetch on a device stream (NCCL; NULL elsewhere):
+	 * all_gather_start enqueues an all_gather (send != recv) on the
+	 * comm's own stream, ordered after the work already given to the
+	 * default stream, and returns at once with a ticket; wait_ticket
+	 * waits for it (the comm's errors, dpg_abort and the deadline
+	 * watched, as every call's wait) and frees it, whatever the outcome. */
+	int (*all_gather_start)(struct dpg_comm *c, const void *send, void *recv,
+				size_t sendcount, dpg_dtype_t dt, void **ticket,
+				struct dpg_err *err);
+	int (*wait_ticket)(struct dpg_comm *c, void *ticket, struct dpg_err *err);
 	int (*broadcast)(struct dpg_comm *c, void *buf, size_t count,
 			 dpg_dtype_t dt, int root, void *stream, struct dpg_err *err);
 	int (*barrier)(struct dpg_comm *c, struct dpg_err *err);

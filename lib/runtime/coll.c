@@ -470,6 +470,45 @@ int dpg_rt_all_gather(dpg_comm_t *comm, const void *send, void *recv,
 	return rc;
 }
 
+bool dpg_rt_can_start(const dpg_comm_t *comm)
+{
+	return comm->ops->all_gather_start != NULL && comm->ops->wait_ticket != NULL;
+}
+
+/* In the context's second record, from the start to the end of the wait:
+ * what a hang report shows is the gather in flight. */
+int dpg_rt_all_gather_start(dpg_comm_t *comm, const void *send, void *recv,
+			    size_t sendcount, dpg_dtype_t dt, void **ticket,
+			    uint64_t *seq, struct dpg_err *e)
+{
+	struct dpg_ctx *ctx = comm->ctx;
+	int rc;
+
+	*seq = comm->seq;
+	pthread_mutex_lock(&ctx->bg_lock);
+	ctx->bg_t0 = dpg_track_enter(&ctx->bg, comm->name, "all_gather", *seq, sendcount);
+	pthread_mutex_unlock(&ctx->bg_lock);
+	rc = comm->ops->all_gather_start(comm, send, recv, sendcount, dt, ticket, e);
+	comm->seq++;
+	if (rc != 0) {
+		pthread_mutex_lock(&ctx->bg_lock);
+		dpg_track_leave(&ctx->bg, ctx->bg_t0, rc);
+		pthread_mutex_unlock(&ctx->bg_lock);
+	}
+	return rc;
+}
+
+int dpg_rt_wait_ticket(dpg_comm_t *comm, void *ticket, struct dpg_err *e)
+{
+	struct dpg_ctx *ctx = comm->ctx;
+	int rc = comm->ops->wait_ticket(comm, ticket, e);
+
+	pthread_mutex_lock(&ctx->bg_lock);
+	dpg_track_leave(&ctx->bg, ctx->bg_t0, rc);
+	pthread_mutex_unlock(&ctx->bg_lock);
+	return rc;
+}
+
 _Static_assert(DPG_RT_HANG_LINE_MAX == DPG_HANG_LINE_MAX, "runtime.h's line size");
 
 void dpg_rt_hang_line(dpg_comm_t *comm, char *out, size_t len)

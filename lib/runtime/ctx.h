@@ -61,6 +61,8 @@ struct dpg_ctx {
 					 * library thread (zero.c's prefetch):
 					 * writers hold bg_lock */
 	pthread_mutex_t bg_lock;
+	int64_t bg_t0;			/* entry time of the gather started on a
+					 * device stream (dpg_rt_all_gather_start) */
 	struct dpg_hang hang;		/* its responder (multi-process) */
 	struct dpg_watch watch;		/* the liveness watch (NCCL, live.h) */
 	const char **watch_nodes;	/* node names by rank, for its lines */

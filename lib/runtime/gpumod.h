@@ -15,8 +15,8 @@
  * module and libdpg come from one dpg build and must agree on all of them.
  * The entry point's name carries the version too, so that a module of
  * another ABI fails at dlsym already when its name changed. */
-#define DPG_GPUMOD_ABI 2
-#define DPG_GPUMOD_ENTRY "dpg_gpumod_v2"
+#define DPG_GPUMOD_ABI 3
+#define DPG_GPUMOD_ENTRY "dpg_gpumod_v3"
 #define DPG_GPUMOD_FILE "dpg-cuda.so"
 /* the packages that ship it, for messages */
 #define DPG_GPUMOD_INSTALL "apt-get install libdpg0-cuda or dnf install " \

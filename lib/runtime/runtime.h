@@ -4,6 +4,7 @@
 #ifndef DPG_LIB_RUNTIME_H
 #define DPG_LIB_RUNTIME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,18 @@ struct dpg_gpumod;
 int dpg_rt_all_gather(dpg_comm_t *comm, const void *send, void *recv,
 		      size_t sendcount, dpg_dtype_t dt, uint64_t *seq,
 		      struct dpg_err *e);
+
+/* Whether comm's backend can start an all_gather on a device stream and
+ * wait for it later (NCCL): zero.c's stage-3 prefetch without a thread. */
+bool dpg_rt_can_start(const dpg_comm_t *comm);
+/* Start an all_gather (send != recv) on comm's own device stream, after the
+ * work already on the default stream; returns once enqueued, with *ticket
+ * for dpg_rt_wait_ticket, which must follow (one in flight per context) and
+ * frees it.  Errors stay in e, as dpg_rt_all_gather's. */
+int dpg_rt_all_gather_start(dpg_comm_t *comm, const void *send, void *recv,
+			    size_t sendcount, dpg_dtype_t dt, void **ticket,
+			    uint64_t *seq, struct dpg_err *e);
+int dpg_rt_wait_ticket(dpg_comm_t *comm, void *ticket, struct dpg_err *e);
 
 /* After a timeout of a collective on comm that dpg_rt_all_gather ran: what
  * every rank was doing (hang.h), the line the public collectives append to

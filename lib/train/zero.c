@@ -157,6 +157,19 @@ static int check_opts(const dpg_zero_opts_t *o, int world, struct dpg_err *e)
 
 /* ------------------------------------------------------------ prefetcher */
 
+/* The first failure of the prefetch, for pf_failed's message. */
+static void pf_note(struct dpg_zero *z, int u, int rc, uint64_t seq, const struct dpg_err *pe)
+{
+	struct prefetch *pf = &z->pf;
+
+	if (rc == 0 || pf->st != DPG_OK)
+		return;
+	pf->st = rc < 0 ? (dpg_status_t)-rc : DPG_ERR_BACKEND;
+	snprintf(pf->msg, sizeof(pf->msg), "gather of unit %d (prefetch, all_gather #%" PRIu64
+		 " on %.60s): %.380s", u, seq, dpg_rt_comm_name(pf->comm),
+		 pe->msg[0] ? pe->msg : dpg_strerror(pf->st));
+}
+
 static void *pf_main(void *arg)
 {
 	struct dpg_zero *z = arg;
@@ -187,12 +200,7 @@ static void *pf_main(void *arg)
 				       z->u[u].full, U->shard, z->o.param_dtype, &seq, &e);
 
 		pthread_mutex_lock(&pf->mu);
-		if (rc != 0 && pf->st == DPG_OK) {
-			pf->st = rc < 0 ? (dpg_status_t)-rc : DPG_ERR_BACKEND;
-			snprintf(pf->msg, sizeof(pf->msg), "gather of unit %d (prefetch, all_gather "
-				 "#%" PRIu64 " on %.60s): %.380s", u, seq, dpg_rt_comm_name(pf->comm),
-				 e.msg[0] ? e.msg : dpg_strerror(pf->st));
-		}
+		pf_note(z, u, rc, seq, &e);
 		z->u[u].gstate = rc == 0 ? UG_READY : UG_FAILED;
 		pthread_cond_broadcast(&pf->cv);
 		pthread_mutex_unlock(&pf->mu);
@@ -258,10 +266,40 @@ static int pf_start(struct dpg_zero *z, struct dpg_err *e)
 	return 0;
 }
 
+/* On NCCL: the prefetch on a device stream unless DPG_ZERO_PREFETCH=0 (no
+ * thread, so no oversubscription rule), on a duplicate of the shard group;
+ * off, without error, where the backend cannot start a gather. */
+static int pf_start_dev(struct dpg_zero *z, struct dpg_err *e)
+{
+	const char *v = getenv("DPG_ZERO_PREFETCH");
+	struct prefetch *pf = &z->pf;
+	int rc;
+
+	if (v != NULL && *v != '\0' && strcmp(v, "auto") != 0 && strcmp(v, "1") != 0 &&
+	    strcmp(v, "0") != 0)
+		return dpg_errf(e, "zero_commit: DPG_ZERO_PREFETCH='%.40s': expected 1, 0 or auto",
+				v);
+	if (v != NULL && strcmp(v, "0") == 0)
+		return 0;
+	rc = coll(z, dpg_comm_split(z->shard, 0, dpg_comm_rank(z->shard), &pf->comm), e);
+	if (rc != 0)
+		return rc;
+	pf->dev = dpg_rt_can_start(pf->comm);
+	if (!pf->dev) {
+		dpg_comm_destroy(pf->comm);
+		pf->comm = NULL;
+	}
+	return 0;
+}
+
 static void pf_stop(struct dpg_zero *z)
 {
 	struct prefetch *pf = &z->pf;
 
+	if (pf->dev) {
+		dpg_zdrain(z);	/* no gather may write into freed buffers */
+		pf->dev = false;
+	}
 	if (pf->running) {
 		pthread_mutex_lock(&pf->mu);
 		pf->stop = true;
@@ -478,7 +516,10 @@ static int commit(struct dpg_zero *z, struct dpg_err *e)
 		return dpg_errs(e, DPG_ERR_NOMEM, "zero_commit: out of memory");
 	if ((rc = commit_buffers(z, e)) != 0)
 		return rc;
-	if (z->o.stage == 3 && z->n > 1 && !z->mem.on_gpu) {
+	if (z->o.stage == 3 && z->mem.on_gpu) {
+		if ((rc = pf_start_dev(z, e)) != 0)
+			return rc;
+	} else if (z->o.stage == 3 && z->n > 1) {
 		bool on = false;
 
 		if ((rc = want_prefetch(z, &on, e)) != 0 || (on && (rc = pf_start(z, e)) != 0))
@@ -679,6 +720,26 @@ static int pf_failed(struct dpg_zero *z, const char *op, struct dpg_err *e)
 	return dpg_errs(e, z->pf.st, "%s: %s", op, z->pf.msg);
 }
 
+/* Unit u's gather on the prefetch communicator's device stream. */
+static int start_dev(struct dpg_zero *z, int u, const char *op, struct dpg_err *e)
+{
+	const struct dpg_zunit *U = &z->L.u[u];
+	struct dpg_err pe = { { 0 } };
+	uint64_t seq = 0;
+	int rc;
+
+	rc = dpg_rt_all_gather_start(z->pf.comm, own_piece(z, u), z->u[u].full, U->shard,
+				     z->o.param_dtype, &z->u[u].ticket, &seq, &pe);
+	z->u[u].seq = seq;
+	if (rc != 0) {
+		pf_note(z, u, rc, seq, &pe);
+		z->u[u].gstate = UG_FAILED;
+		return pf_failed(z, op, e);
+	}
+	z->u[u].gstate = UG_QUEUED;
+	return 0;
+}
+
 /* Queue unit u's gather (its buffer allocated here, in the main thread). */
 static int enqueue(struct dpg_zero *z, int u, const char *op, struct dpg_err *e)
 {
@@ -688,6 +749,8 @@ static int enqueue(struct dpg_zero *z, int u, const char *op, struct dpg_err *e)
 	rc = zm(dpg_zmem_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, e), op, e);
 	if (rc != 0)
 		return rc;
+	if (z->pf.dev)
+		return start_dev(z, u, op, e);
 	if (!z->pf.running) {
 		/* synchronous: one rank, or the GPU (see the README) */
 		rc = coll(z, dpg_all_gather(z->shard, own_piece(z, u), z->u[u].full, U->shard,
@@ -708,6 +771,14 @@ static int wait_gathered(struct dpg_zero *z, int u)
 {
 	int s;
 
+	if (z->pf.dev && z->u[u].gstate == UG_QUEUED) {
+		struct dpg_err pe = { { 0 } };
+		int rc = dpg_rt_wait_ticket(z->pf.comm, z->u[u].ticket, &pe);
+
+		z->u[u].ticket = NULL;
+		pf_note(z, u, rc, z->u[u].seq, &pe);
+		z->u[u].gstate = rc == 0 ? UG_READY : UG_FAILED;
+	}
 	if (!z->pf.running)
 		return z->u[u].gstate;
 	pthread_mutex_lock(&z->pf.mu);
@@ -737,7 +808,7 @@ static int gather(struct dpg_zero *z, int unit, int next, struct dpg_err *e)
 	    (rc = enqueue(z, next, op, e)) != 0)
 		return rc;
 	if (wait_gathered(z, unit) != UG_READY)
-		return z->pf.running ? pf_failed(z, op, e) :
+		return z->pf.running || z->pf.dev ? pf_failed(z, op, e) :
 		       dpg_errs(e, DPG_ERR_PEER, "%s: unit %d could not be gathered", op, unit);
 	if (next >= 0 && next != unit && z->u[next].gstate == UG_NONE)
 		return enqueue(z, next, op, e);
@@ -767,9 +838,17 @@ dpg_status_t dpg_zero_gather(dpg_zero_t *z, int unit, int next)
 	if (!z)
 		return DPG_ERR_INVALID;
 	st = dpg_zedge(z, gather(z, unit, next, &e), &e);
-	if (st == DPG_ERR_TIMEOUT && z->pf.running && z->pf.st == DPG_ERR_TIMEOUT)
+	if (st == DPG_ERR_TIMEOUT && (z->pf.running || z->pf.dev) &&
+	    z->pf.st == DPG_ERR_TIMEOUT)
 		pf_hang_report(z);
 	return st;
+}
+
+void dpg_zdrain(struct dpg_zero *z)
+{
+	for (int u = 0; z->u != NULL && u < z->L.nunits; u++)
+		if (z->u[u].gstate == UG_QUEUED)
+			(void)wait_gathered(z, u);
 }
 
 void dpg_zrelease(struct dpg_zero *z, int unit)
@@ -1097,6 +1176,7 @@ static int step(struct dpg_zero *z, float lr, dpg_step_stats_t *stats, struct dp
 	for (u = z->L.nunits - 1; u >= 0; u--)
 		if (!z->u[u].reduced && (rc = reduce_unit(z, u, e)) != 0)
 			return rc;
+	dpg_zdrain(z);	/* a prefetch reads the shard the update writes */
 	base = 1.0 / ((double)z->n * z->nrep * z->o.accum_steps);
 	if ((rc = grad_norm(z, &norm2, e)) != 0)
 		return rc;

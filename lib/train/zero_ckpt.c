@@ -204,6 +204,7 @@ static int load(struct dpg_zero *z, const char *dir, void *extra, size_t extra_c
 		return dpg_errf(e, "%s: no directory", op);
 	if ((rc = dpg_zsave_settle(z, e)) != 0)
 		return rc;
+	dpg_zdrain(z);	/* no gather may read the shard being loaded */
 	rc = load_shard(z, dir, extra, extra_cap, extra_len, &step, e);
 	if ((rc = agree(z, rc, op, e)) != 0)
 		return rc;

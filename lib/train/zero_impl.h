@@ -22,18 +22,23 @@ enum { UG_NONE = 0, UG_QUEUED, UG_READY, UG_FAILED };
 struct zunit {
 	void *full;		/* stage 3: gathered parameters (padded) */
 	int gstate;		/* UG_* (under pf.mu once the worker runs) */
+	void *ticket;		/* on a device stream: the gather in flight */
+	uint64_t seq;		/* its sequence number, for messages */
 	float *grad;		/* stages 2-3: full gradient (padded), lazily */
 	int64_t *acc;		/* deterministic: fixed-point sum (padded), lazily */
 	bool reduced;		/* reduced in the current optimizer step */
 };
 
-/* The stage-3 prefetcher: one thread gathering units in FIFO order on its
- * own communicator (a duplicate of the shard group). */
+/* The stage-3 prefetcher, on its own communicator (a duplicate of the shard
+ * group): on the CPU backend one thread gathering units in FIFO order; on
+ * NCCL (dev) no thread: the next unit's all_gather is enqueued on the
+ * communicator's own device stream and waited for by the caller. */
 struct prefetch {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool running, stop;
+	bool dev;		/* the device-stream prefetch (NCCL) is on */
 	int *q;			/* ring of nunits + 1 unit ids */
 	int qh, qt, qcap;
 	dpg_comm_t *comm;
@@ -91,6 +96,9 @@ struct dpg_zero {
 /* The edge: rc (0 or -DPG_ERR_*) as the public status, e's message in z's
  * context. */
 dpg_status_t dpg_zedge(struct dpg_zero *z, int rc, const struct dpg_err *e);
+/* Wait for every stage-3 gather in flight (before the shard they read
+ * changes: the optimizer step, a load). */
+void dpg_zdrain(struct dpg_zero *z);
 /* -DPG_ERR_INVALID unless dpg_zero_commit ran. */
 int dpg_zneed_committed(struct dpg_zero *z, const char *op, struct dpg_err *e);
 /* host <-> z's buffers (dir 0: into the buffer, 1: out of it) */

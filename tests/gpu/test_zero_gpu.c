@@ -67,7 +67,7 @@ static char g_whobuf[32];
 static int g_failed;
 static bool g_gpu;	/* this process's buffers are device memory */
 /* which job the ranks run: the sharded step, or a hop of part 3 */
-enum { PHASE_STEP, PHASE_TO_CPU, PHASE_BACK };
+enum { PHASE_STEP, PHASE_TO_CPU, PHASE_BACK, PHASE_NOPF };
 static int g_phase = PHASE_STEP;
 
 /* A failed check: counted, the process goes on (collectives stay in step). */
@@ -840,6 +840,8 @@ static void job_env(int rank, int n, uint16_t port, const char *backend)
 	setenv("DPG_SECRET", SECRET, 1);
 	setenv("DPG_BACKEND", backend, 1);
 	setenv("DPG_TIMEOUT", TIMEOUT_S, 1);
+	if (g_phase == PHASE_NOPF)	/* stage 3 gathers when asked, no prefetch */
+		setenv("DPG_ZERO_PREFETCH", "0", 1);
 }
 
 /* A rank of the sharded job: on NCCL (gpu) with device `rank`, or on the
@@ -900,6 +902,8 @@ static void rank_main(int rank, int n, uint16_t port, bool gpu, bool reference)
 			cross_cfg(ctx, &CFGS[k], rank, "-ckpt", "-ckpt2");
 		} else if (g_phase == PHASE_BACK) {
 			cross_cfg(ctx, &CFGS[k], rank, "-ckpt2", NULL);
+		} else if (g_phase == PHASE_NOPF) {
+			run_cfg(ctx, &CFGS[k], n, rank, ".nopf", false);
 		} else if (reference) {
 			struct zcfg r = CFGS[k];
 
@@ -1088,6 +1092,33 @@ static void compare_results(void)
 	}
 }
 
+/* The same job with DPG_ZERO_PREFETCH=0: the same parameters (stage 3
+ * gathers are copies; the tolerance covers reductions that need not be
+ * deterministic run to run on several GPUs). */
+static void compare_prefetch(void)
+{
+	static float a[TOTAL_NUMEL], b[TOTAL_NUMEL];
+
+	for (int c = 0; c < NCFGS; c++) {
+		char pa[512], pb[512];
+		double d;
+
+		tmp_path(pa, sizeof(pa), CFGS[c].tag, ".out");
+		tmp_path(pb, sizeof(pb), CFGS[c].tag, ".nopf");
+		if (!load_file(pa, a) || !load_file(pb, b)) {
+			g_failed++;
+			continue;
+		}
+		d = max_rel_diff(a, b, TOTAL_NUMEL);
+		CHK(d <= CFGS[c].tol, "%s: with DPG_ZERO_PREFETCH=0 the parameters differ by %g "
+		    "(tolerance %g)", CFGS[c].tag, d, CFGS[c].tol);
+		if (CFGS[c].stage == 3)
+			printf("%s: without the prefetch: %s (max relative difference %.3g)\n",
+			       CFGS[c].tag, memcmp(a, b, sizeof(a)) == 0 ? "the same bits" :
+			       "close", d);
+	}
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb;
@@ -1169,8 +1200,14 @@ int main(int argc, char **argv)
 			g_phase = PHASE_BACK;
 			rc_z = run_ranks(!cpu);
 		}
+		if (rc_z == 0) {
+			g_phase = PHASE_NOPF;
+			rc_z = run_ranks(!cpu);
+		}
 		if (rc_z == 77)	/* the first job ran: a later skip is a failure */
 			rc_z = 1;
+		if (rc_z == 0)
+			compare_prefetch();
 	}
 
 	if (rc_z == 77 && rc_k == 0 && !g_failed) {

@@ -29,8 +29,8 @@ mod=$b/.libs/dpg-cuda.so
 if [ -e "$mod" ]; then
 	needed "$mod" | grep -q '^libnccl' || bad "dpg-cuda.so does not link NCCL"
 	exports=$(nm -D --defined-only "$mod" | awk '{print $NF}' | sed 's/@.*//' | sort -u)
-	[ "$exports" = dpg_gpumod_v2 ] ||
-		bad "dpg-cuda.so exports $(echo $exports | tr '\n' ' '), not just dpg_gpumod_v2"
+	[ "$exports" = dpg_gpumod_v3 ] ||
+		bad "dpg-cuda.so exports $(echo $exports | tr '\n' ' '), not just dpg_gpumod_v3"
 	what="; dpg-cuda.so: $(needed "$mod" | tr '\n' ' ')"
 else
 	what="; no dpg-cuda.so (configured without CUDA/NCCL)"

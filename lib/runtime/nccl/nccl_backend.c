@@ -39,6 +39,7 @@ struct nccl_impl {
 	const char *broken;		/* why the comm is unusable, or NULL */
 	int *scratch;			/* one device int for barriers */
 	cudaStream_t bstream;		/* barrier's own stream */
+	cudaStream_t pstream;		/* all_gather_start's stream, lazily */
 	/* where a nonblocking ncclCommSplit of this comm stores the child:
 	 * NCCL writes it when the split is done, after the call returned, so
 	 * it lives as long as the parent, not on a caller's stack */
@@ -139,14 +140,15 @@ static int wait_comm(struct nccl_impl *m, const char *what, int64_t deadline,
 	}
 }
 
-/* Wait for the work enqueued on stream s, watching NCCL's error state. */
-static int wait_stream(struct nccl_impl *m, const char *what, cudaStream_t s,
-		       int64_t deadline, struct dpg_err *err)
+/* Wait for the work enqueued on stream s, or (ev not NULL) for event ev,
+ * watching NCCL's error state, dpg_abort and the deadline. */
+static int wait_work(struct nccl_impl *m, const char *what, cudaStream_t s,
+		     cudaEvent_t ev, int64_t deadline, struct dpg_err *err)
 {
 	int64_t spin_until = now_ms() + SPIN_MS;
 
 	for (;;) {
-		cudaError_t ce = cudaStreamQuery(s);
+		cudaError_t ce = ev != NULL ? cudaEventQuery(ev) : cudaStreamQuery(s);
 		ncclResult_t st = ncclSuccess;
 
 		if (ce == cudaSuccess)
@@ -173,6 +175,12 @@ static int wait_stream(struct nccl_impl *m, const char *what, cudaStream_t s,
 		if (t >= spin_until)
 			usleep(POLL_US);
 	}
+}
+
+static int wait_stream(struct nccl_impl *m, const char *what, cudaStream_t s,
+		       int64_t deadline, struct dpg_err *err)
+{
+	return wait_work(m, what, s, NULL, deadline, err);
 }
 
 /* Common entry checks; sets the device for the call and returns the
@@ -381,6 +389,101 @@ static int n_barrier(struct dpg_comm *c, struct dpg_err *err)
 	return rc;
 }
 
+/* ------------------------------------------------------------ prefetch */
+
+/* The side stream of all_gather_start, made on first use: non-blocking, so
+ * that it runs beside the default stream's compute. */
+static int side_stream(struct nccl_impl *m, struct dpg_err *err)
+{
+	cudaError_t ce;
+
+	if (m->pstream != NULL)
+		return 0;
+	ce = cudaStreamCreateWithFlags(&m->pstream, cudaStreamNonBlocking);
+	if (ce != cudaSuccess) {
+		m->pstream = NULL;
+		return cuda_fail(m, "cudaStreamCreateWithFlags", ce, err);
+	}
+	return 0;
+}
+
+/* Order the side stream after what the default stream has been given so
+ * far (the shard the gather reads is written there), not after later work. */
+static int after_default_stream(struct nccl_impl *m, struct dpg_err *err)
+{
+	cudaEvent_t in = NULL;
+	cudaError_t ce;
+
+	ce = cudaEventCreateWithFlags(&in, cudaEventDisableTiming);
+	if (ce == cudaSuccess)
+		ce = cudaEventRecord(in, NULL);
+	if (ce == cudaSuccess)
+		ce = cudaStreamWaitEvent(m->pstream, in, 0);
+	if (in != NULL)
+		cudaEventDestroy(in);	/* released once the wait is done */
+	return ce == cudaSuccess ? 0 : cuda_fail(m, "ordering the prefetch stream", ce, err);
+}
+
+/* Enqueue an all_gather on the side stream; *ticket: an event recorded after
+ * it, for n_wait_ticket.  Returns once NCCL has taken the call. */
+static int n_all_gather_start(struct dpg_comm *c, const void *send, void *recv,
+			      size_t sendcount, dpg_dtype_t dt, void **ticket,
+			      struct dpg_err *err)
+{
+	struct nccl_impl *m = c->impl;
+	cudaEvent_t ev = NULL;
+	ncclDataType_t t;
+	ncclResult_t r;
+	cudaError_t ce;
+	int prev, rc;
+
+	*ticket = NULL;
+	if (!map_dtype(dt, &t) || send == recv)
+		return bad_types(dt, -1, err);
+	if ((rc = enter(m, "all_gather", &prev, err)) != 0)
+		return rc;
+	if ((rc = side_stream(m, err)) != 0 || (rc = after_default_stream(m, err)) != 0)
+		goto out;
+	r = ncclAllGather(send, recv, sendcount, t, m->comm, m->pstream);
+	if (r != ncclSuccess && r != ncclInProgress) {
+		rc = nccl_fail(m, "all_gather", r, err);
+		goto out;
+	}
+	if (r == ncclInProgress &&
+	    (rc = wait_comm(m, "all_gather", deadline_of(m->timeout_s), err)) != 0)
+		goto out;
+	ce = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	if (ce == cudaSuccess)
+		ce = cudaEventRecord(ev, m->pstream);
+	if (ce != cudaSuccess) {
+		if (ev != NULL)
+			cudaEventDestroy(ev);
+		rc = cuda_fail(m, "cudaEventRecord", ce, err);
+		goto out;
+	}
+	*ticket = ev;
+out:
+	leave(m, prev);
+	return rc;
+}
+
+/* Wait for a ticket of n_all_gather_start and free it, whatever the outcome. */
+static int n_wait_ticket(struct dpg_comm *c, void *ticket, struct dpg_err *err)
+{
+	struct nccl_impl *m = c->impl;
+	cudaEvent_t ev = ticket;
+	int prev, rc;
+
+	if (ev == NULL)
+		return 0;
+	if ((rc = enter(m, "all_gather", &prev, err)) == 0) {
+		rc = wait_work(m, "all_gather", NULL, ev, deadline_of(m->timeout_s), err);
+		leave(m, prev);
+	}
+	cudaEventDestroy(ev);
+	return rc;
+}
+
 static void n_abort(struct dpg_comm *c)
 {
 	struct nccl_impl *m = c->impl;
@@ -422,6 +525,8 @@ static void n_destroy(struct dpg_comm *c)
 		cudaFree(m->scratch);
 	if (m->bstream != NULL)
 		cudaStreamDestroy(m->bstream);
+	if (m->pstream != NULL)
+		cudaStreamDestroy(m->pstream);
 	if (prev >= 0)
 		cudaSetDevice(prev);
 	free(m);
@@ -433,6 +538,8 @@ static const struct dpg_comm_ops nccl_ops = {
 	.allreduce = n_allreduce,
 	.reduce_scatter = n_reduce_scatter,
 	.all_gather = n_all_gather,
+	.all_gather_start = n_all_gather_start,
+	.wait_ticket = n_wait_ticket,
 	.broadcast = n_broadcast,
 	.barrier = n_barrier,
 	.abort = n_abort,

@@ -34,9 +34,9 @@ static const struct dpg_gpumod table = {
 	.device_count = no_devices,
 };
 
-const struct dpg_gpumod *dpg_gpumod_v2(void);
+const struct dpg_gpumod *dpg_gpumod_v3(void);
 
-const struct dpg_gpumod *dpg_gpumod_v2(void)
+const struct dpg_gpumod *dpg_gpumod_v3(void)
 {
 	return &table;
 }
