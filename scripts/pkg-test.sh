@@ -239,7 +239,7 @@ demo_ok() {
 }
 check "allreduce_demo runs single-process: sum = 1 (expected 1)" demo_ok
 # the ./train of the README: the sharded step through the packaged library
-for f in train.c mlp.h; do
+for f in train.c mlp.h mlp_math.h mlp_dev.h mlp_dev.c; do
 	if [ -f "$root/usr/share/doc/libdpg-dev/examples/$f" ]; then
 		cp "$root/usr/share/doc/libdpg-dev/examples/$f" "$work/demo/"
 	else
@@ -248,7 +248,8 @@ for f in train.c mlp.h; do
 done
 # shellcheck disable=SC2086
 check "examples/train.c compiles out of tree against the packaged header+lib" \
-	cc -Wall -Wextra -Werror -o "$work/demo/train" "$work/demo/train.c" $flags -lm
+	cc -Wall -Wextra -Werror -o "$work/demo/train" "$work/demo/train.c" "$work/demo/mlp_dev.c" \
+	$flags -lm -ldl
 train_ok() {
 	local out
 	out=$(cd "$work/demo" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$libdir" \

@@ -215,7 +215,8 @@ static int send_request(struct dpg_store *s, uint8_t op, const struct iovec *par
 	*id = ++s->next_id;
 	dpg_wire_hdr_put(buf, op, 0, *id, (uint32_t)len);
 	for (i = 0; i < nparts; i++) {
-		memcpy(buf + o, parts[i].iov_base, parts[i].iov_len);
+		if (parts[i].iov_len > 0)	/* an empty part may have no base */
+			memcpy(buf + o, parts[i].iov_base, parts[i].iov_len);
 		o += parts[i].iov_len;
 	}
 	rc = dpg_net_write_full(s->fd, buf, DPG_WIRE_HDR + len, deadline, s->abort, err);
