@@ -69,6 +69,35 @@ adamw_kernel(float *p, float *m, float *v, const float *g, size_t n,
 		dpg_adamw_elem(&p[i], &m[i], &v[i], g[i], &h);
 }
 
+/* The same on 16-byte aligned arrays, four elements a thread at a time
+ * (one 16-byte load and store per array: 4x the bytes in flight per thread,
+ * which the update needs to approach a copy's bandwidth); each element still
+ * goes through dpg_adamw_elem, so the bits are the same.  n4 = n / 4; the
+ * caller does the tail with adamw_kernel. */
+__global__ void __launch_bounds__(kThreads)
+adamw_kernel4(float4 *p, float4 *m, float4 *v, const float4 *g, size_t n4,
+	      const dpg_adamw_hp h)
+{
+	for (size_t i = first_index(); i < n4; i += grid_stride()) {
+		float4 pp = p[i], mm = m[i], vv = v[i];
+		const float4 gg = g[i];
+
+		dpg_adamw_elem(&pp.x, &mm.x, &vv.x, gg.x, &h);
+		dpg_adamw_elem(&pp.y, &mm.y, &vv.y, gg.y, &h);
+		dpg_adamw_elem(&pp.z, &mm.z, &vv.z, gg.z, &h);
+		dpg_adamw_elem(&pp.w, &mm.w, &vv.w, gg.w, &h);
+		p[i] = pp;
+		m[i] = mm;
+		v[i] = vv;
+	}
+}
+
+bool aligned16(const void *a, const void *b, const void *c, const void *d)
+{
+	return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+		 reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(d)) & 15u) == 0;
+}
+
 __global__ void __launch_bounds__(kThreads)
 sgd_kernel(float *p, float *buf, const float *g, size_t n, const dpg_sgd_hp h)
 {
@@ -280,6 +309,21 @@ int dpg_cuda_adamw(float *p, float *m, float *v, const float *g, size_t n,
 		return ret(cudaErrorInvalidValue);
 	if (n == 0)
 		return 0;
+	if (n >= 4 && aligned16(p, m, v, g)) {
+		size_t n4 = n / 4, done = n4 * 4;
+		int rc;
+
+		adamw_kernel4<<<grid_for(n4), kThreads, 0, as_stream(stream)>>>(
+			reinterpret_cast<float4 *>(p), reinterpret_cast<float4 *>(m),
+			reinterpret_cast<float4 *>(v), reinterpret_cast<const float4 *>(g), n4, *h);
+		if ((rc = launched()) != 0 || done == n)
+			return rc;
+		p += done;
+		m += done;
+		v += done;
+		g += done;
+		n -= done;
+	}
 	adamw_kernel<<<grid_for(n), kThreads, 0, as_stream(stream)>>>(p, m, v, g, n, *h);
 	return launched();
 }
