@@ -57,7 +57,7 @@ cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -
 C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c $L/common/netif.c"
 R=$L/runtime
 STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/digest.c"
-LAUNCH="$L/launch/conf.c $L/launch/opts.c $L/launch/contract.c $L/launch/topo.c $L/launch/plan.c $L/launch/gpuvis.c $L/launch/bindenv.c $L/launch/cpuset.c $L/launch/plan_fmt.c"
+LAUNCH="$L/launch/conf.c $L/launch/opts.c $L/launch/contract.c $L/launch/topo.c $L/launch/plan.c $L/launch/gpuvis.c $L/launch/bindenv.c $L/launch/cpuset.c $L/launch/plan_fmt.c $L/launch/requeue.c $L/launch/killfail.c"
 
 srcs() {
 	case $1 in
