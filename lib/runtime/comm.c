@@ -507,6 +507,20 @@ int dpg_comm_enter(dpg_comm_t *c, struct dpg_err *e)
 	return 0;
 }
 
+/* The dead rank behind failure rc, if the liveness watch names one: on
+ * NCCL a peer or backend failure may be NCCL's own word for a death the
+ * watch has not yet declared (a closed socket is seen at once), so it is
+ * given a watch period to name the rank. */
+static int dead_peer_of(dpg_comm_t *c, int rc, const char **dead)
+{
+	dpg_status_t st = dpg_status_of(rc);
+
+	if (dpg_rt_comm(c)->kind == DPG_BACKEND_NCCL &&
+	    (st == DPG_ERR_PEER || st == DPG_ERR_BACKEND))
+		return dpg_ctx_await_dead_peer(c->ctx, dead);
+	return dpg_ctx_dead_peer(c->ctx, dead);
+}
+
 dpg_status_t dpg_comm_fail(dpg_comm_t *c, int rc, const char *op, int64_t seq,
 			   const struct dpg_err *e)
 {
@@ -517,7 +531,7 @@ dpg_status_t dpg_comm_fail(dpg_comm_t *c, int rc, const char *op, int64_t seq,
 	/* a call the liveness watch aborted (or that timed out or broke
 	 * meanwhile) fails naming the dead rank, unless dpg_abort was called */
 	if (rc != 0 && dpg_status_of(rc) != DPG_ERR_INVALID &&
-	    !dpg_ctx_aborted(c->ctx) && dpg_ctx_dead_peer(c->ctx, &dead) >= 0) {
+	    !dpg_ctx_aborted(c->ctx) && dead_peer_of(c, rc, &dead) >= 0) {
 		dpg_errs(&pe, DPG_ERR_PEER, "%s", dead);
 		rc = -DPG_ERR_PEER;
 		e = &pe;

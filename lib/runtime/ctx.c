@@ -6,6 +6,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "net.h"	/* dpg_now_ms */
 
 /* ------------------------------------------------------------ errors */
 
@@ -109,6 +112,23 @@ int dpg_ctx_dead_peer(const struct dpg_ctx *ctx, const char **msg)
 
 	if (msg != NULL)
 		*msg = r >= 0 ? ctx->dead_msg : NULL;
+	return r;
+}
+
+int dpg_ctx_await_dead_peer(struct dpg_ctx *ctx, const char **msg)
+{
+	int64_t until;
+	int r = dpg_ctx_dead_peer(ctx, msg);
+
+	if (r >= 0 || !ctx->watch.running)
+		return r;
+	until = dpg_now_ms() + ctx->watch.dead_ms + 2 * ctx->watch.beat_ms;
+	while (r < 0 && dpg_now_ms() < until && !dpg_ctx_aborted(ctx)) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		r = dpg_ctx_dead_peer(ctx, msg);
+	}
 	return r;
 }
 

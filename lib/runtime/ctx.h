@@ -78,6 +78,12 @@ struct dpg_ctx {
 /* The rank the liveness watch found dead (-1: none), and its line. */
 int dpg_ctx_dead_peer(const struct dpg_ctx *ctx, const char **msg);
 
+/* After an NCCL failure that may be a peer's death (NCCL's own socket
+ * error can come before the watch's verdict): wait, at most one watch
+ * period and two beats, for the liveness watch to name a dead rank, and
+ * return it as dpg_ctx_dead_peer does.  At once without a running watch. */
+int dpg_ctx_await_dead_peer(struct dpg_ctx *ctx, const char **msg);
+
 /* dpg_abort was called. */
 bool dpg_ctx_aborted(const struct dpg_ctx *ctx);
 
