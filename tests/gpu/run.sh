@@ -29,38 +29,49 @@ if [ -z "${DPG_CUDA_MODULE:-}" ]; then
 	[ -f "$mod" ] && DPG_CUDA_MODULE=$mod && export DPG_CUDA_MODULE
 fi
 echo "GPU module: ${DPG_CUDA_MODULE:-(libdpg's default path)}"
-ranks=${2:-$ngpu}
-[ "$ranks" -gt 8 ] && ranks=8
-echo "GPUs: $ngpu; running $ranks rank(s), one GPU each"
-[ "$ranks" -eq 1 ] && echo "note: NCCL allows one rank per GPU, so one GPU tests 1 rank"
+# rank counts: the GPUs (one rank each); on one GPU, 1 and then 2 ranks
+# sharing it (the tests give each rank a host of its own, NCCL_HOSTID), so
+# that the multi-rank paths (a dead peer, splits, the sharded step) run too
+if [ -n "${2:-}" ]; then
+	counts=$2
+elif [ "$ngpu" -ge 2 ]; then
+	counts=$ngpu
+else
+	counts="1 2"
+fi
+echo "GPUs: $ngpu; rank counts: $counts"
 
 # run each test that is built; 0 passed, 77 skipped, anything else failed
 failed=0
 ran=0
-for t in "$bin" "$zbin"; do
-	if [ ! -x "$t" ]; then
-		echo "note: $t not built (configure found no nvcc or no NCCL): not run"
-		continue
+for ranks in $counts; do
+	[ "$ranks" -gt 8 ] && ranks=8
+	[ "$ranks" -gt "$ngpu" ] && echo "note: $ranks ranks share $ngpu GPU(s)"
+	for t in "$bin" "$zbin"; do
+		if [ ! -x "$t" ]; then
+			echo "note: $t not built (configure found no nvcc or no NCCL): not run"
+			continue
+		fi
+		echo "== $t $ranks"
+		"$t" "$ranks"
+		rc=$?
+		case $rc in
+		0) ran=$((ran + 1)) ;;
+		77) echo "note: $t skipped" ;;
+		*) echo "FAIL: $t exited with $rc"; failed=$((failed + 1)) ;;
+		esac
+	done
+	# a rank dies in the middle: the survivors name it within seconds
+	if [ -x "$bin" ] && [ "$ranks" -ge 2 ]; then
+		echo "== $bin $ranks death"
+		"$bin" "$ranks" death
+		rc=$?
+		case $rc in
+		0) ;;
+		*) echo "FAIL: $bin death exited with $rc"; failed=$((failed + 1)) ;;
+		esac
 	fi
-	echo "== $t $ranks"
-	"$t" "$ranks"
-	rc=$?
-	case $rc in
-	0) ran=$((ran + 1)) ;;
-	77) echo "note: $t skipped" ;;
-	*) echo "FAIL: $t exited with $rc"; failed=$((failed + 1)) ;;
-	esac
 done
-# a rank dies in the middle: the survivors name it within seconds (2+ GPUs)
-if [ -x "$bin" ] && [ "$ranks" -ge 2 ]; then
-	echo "== $bin $ranks death"
-	"$bin" "$ranks" death
-	rc=$?
-	case $rc in
-	0|77) ;;
-	*) echo "FAIL: $bin death exited with $rc"; failed=$((failed + 1)) ;;
-	esac
-fi
 [ "$failed" -gt 0 ] && exit 1
 [ "$ran" -eq 0 ] && exit 77
 exit 0

@@ -9,9 +9,9 @@
  *     1e-12: both fixed orders, not the same one) and is deterministic; the
  *     bf16 kernels give the bits of dpg_f32_to_bf16_n / dpg_bf16_to_f32_n.
  *  2. the sharded step on the NCCL backend: N ranks as processes on this
- *     host, one GPU each (NCCL allows one rank per device, so one GPU means
- *     N = 1), stages 1-3 with AdamW and SGD (and bf16 working parameters and
- *     reduction once): K steps of a synthetic model whose gradients are
+ *     host, one GPU each (more ranks than GPUs share them, each posing as a
+ *     host of its own: share_gpus), stages 1-3 with AdamW and SGD (and
+ *     bf16 working parameters and reduction once): K steps of a synthetic model whose gradients are
  *     computed on the host from the gathered parameters, against a
  *     single-process reference on the CPU backend (the tolerances of
  *     tests/unit/train/test_zero.c), the parameters moved; a checkpoint saved
@@ -56,6 +56,25 @@
 #include "zero_cuda.h"	/* the kernels: dpg_cuda_adamw, ... */
 
 #define SECRET "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"
+
+/* More ranks than GPUs (a one-GPU machine): the ranks share the GPUs, and
+ * each poses as a host of its own (NCCL_HOSTID), since NCCL refuses two ranks
+ * on one GPU of one host; they then talk over NCCL's socket transport on
+ * loopback.  The multi-rank paths (dead peers, splits, sharding) run so on
+ * one GPU; their speed does not mean anything. */
+static int g_ngpu = 1;
+
+static void share_gpus(int rank, int n)
+{
+	char id[32];
+
+	if (n <= g_ngpu)
+		return;
+	snprintf(id, sizeof(id), "dpg-test-rank%d", rank);
+	setenv("NCCL_HOSTID", id, 1);
+	setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+	setenv("NCCL_IB_DISABLE", "1", 0);
+}
 #define MAX_RANKS 8
 #define LIMIT_S 120.0		/* the parent kills a phase's processes after this */
 #define TIMEOUT_S "60"		/* DPG_TIMEOUT of the ranks */
@@ -842,6 +861,8 @@ static void job_env(int rank, int n, uint16_t port, const char *backend)
 	setenv("DPG_TIMEOUT", TIMEOUT_S, 1);
 	if (g_phase == PHASE_NOPF)	/* stage 3 gathers when asked, no prefetch */
 		setenv("DPG_ZERO_PREFETCH", "0", 1);
+	if (strcmp(backend, "nccl") == 0)
+		share_gpus(rank, n);
 }
 
 /* A rank of the sharded job: on NCCL (gpu) with device `rank`, or on the
@@ -865,8 +886,8 @@ static void rank_main(int rank, int n, uint16_t port, bool gpu, bool reference)
 	if (gpu) {
 		/* the sharded step allocates on the calling thread's current
 		 * device: make it this rank's before anything else */
-		o.device = rank;
-		CU(cudaSetDevice(rank));
+		o.device = rank % g_ngpu;
+		CU(cudaSetDevice(rank % g_ngpu));
 	}
 	st = dpg_init(&o, &ctx);
 	if (st == DPG_ERR_UNSUPPORTED && gpu) {
@@ -893,9 +914,10 @@ static void rank_main(int rank, int n, uint16_t port, bool gpu, bool reference)
 		int dev = -1;
 
 		CU(cudaGetDevice(&dev));
-		CHK(dev == rank, "current device %d after dpg_init, expected %d", dev, rank);
-		if (dev != rank)
-			CU(cudaSetDevice(rank));
+		CHK(dev == rank % g_ngpu, "current device %d after dpg_init, expected %d", dev,
+		    rank % g_ngpu);
+		if (dev != rank % g_ngpu)
+			CU(cudaSetDevice(rank % g_ngpu));
 	}
 	for (int k = 0; k < NCFGS; k++) {
 		if (g_phase == PHASE_TO_CPU) {
@@ -1157,16 +1179,15 @@ int main(int argc, char **argv)
 			printf("SKIPPED: no NVIDIA GPU (CUDA sees no device)\n");
 			return 77;
 		}
+		g_ngpu = ngpu;
 		g_n = argc > 1 ? atoi(argv[1]) : ngpu;
-		if (g_n > ngpu)
-			g_n = ngpu;
 		if (g_n > MAX_RANKS)
 			g_n = MAX_RANKS;
 		if (g_n < 1)
 			g_n = 1;
-		if (g_n == 1)
-			printf("note: 1 rank (NCCL allows one rank per GPU; %d GPU(s) seen)\n",
-			       ngpu);
+		if (g_n > ngpu)
+			printf("note: %d ranks on %d GPU(s): each rank poses as its own host "
+			       "(NCCL_HOSTID), NCCL's socket transport on loopback\n", g_n, ngpu);
 	}
 	snprintf(g_tmp, sizeof(g_tmp), "%s/dpg-zero-gpu-XXXXXX",
 		 tmpdir && *tmpdir && strlen(tmpdir) < 200 ? tmpdir : "/tmp");
