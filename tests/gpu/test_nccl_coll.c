@@ -27,30 +27,14 @@
 #include <cuda_runtime.h>
 #pragma GCC diagnostic pop
 
+#include "sharegpu.h"
 #include "dpg.h"
 #include "dtype.h"	/* f16 / bf16 conversions */
 #include "../unit/testenv.h"
 
 #define SECRET "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
-/* More ranks than GPUs (a one-GPU machine): the ranks share the GPUs, and
- * each poses as a host of its own (NCCL_HOSTID), since NCCL refuses two ranks
- * on one GPU of one host; they then talk over NCCL's socket transport on
- * loopback.  The multi-rank paths (dead peers, splits, sharding) run so on
- * one GPU; their speed does not mean anything. */
-static int g_ngpu = 1;
-
-static void share_gpus(int rank, int n)
-{
-	char id[32];
-
-	if (n <= g_ngpu)
-		return;
-	snprintf(id, sizeof(id), "dpg-test-rank%d", rank);
-	setenv("NCCL_HOSTID", id, 1);
-	setenv("NCCL_SOCKET_IFNAME", "lo", 0);
-	setenv("NCCL_IB_DISABLE", "1", 0);
-}
+static int g_ngpu = 1;	/* the GPUs CUDA sees */
 #define MAX_RANKS 8
 
 static int g_rank, g_n, g_failed;
@@ -483,7 +467,7 @@ static void rank_main(int rank, int n, uint16_t port, bool death)
 		setenv("DPG_TIMEOUT", "120", 1);
 	if (death)
 		setenv("DPG_PEER_TIMEOUT", "2", 1);
-	share_gpus(rank, n);
+	share_gpus(rank, n, g_ngpu);
 
 	OK(ctx, dpg_init(NULL, &ctx));
 	CHK(dpg_backend(ctx) == DPG_BACKEND_NCCL, "backend %d", dpg_backend(ctx));

@@ -50,6 +50,7 @@
 #include <cuda_runtime.h>
 #pragma GCC diagnostic pop
 
+#include "sharegpu.h"
 #include "dpg_zero.h"
 #include "../unit/testenv.h"
 #include "optim.h"	/* the host loops: dpg_adamw_update, ... */
@@ -57,24 +58,7 @@
 
 #define SECRET "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"
 
-/* More ranks than GPUs (a one-GPU machine): the ranks share the GPUs, and
- * each poses as a host of its own (NCCL_HOSTID), since NCCL refuses two ranks
- * on one GPU of one host; they then talk over NCCL's socket transport on
- * loopback.  The multi-rank paths (dead peers, splits, sharding) run so on
- * one GPU; their speed does not mean anything. */
-static int g_ngpu = 1;
-
-static void share_gpus(int rank, int n)
-{
-	char id[32];
-
-	if (n <= g_ngpu)
-		return;
-	snprintf(id, sizeof(id), "dpg-test-rank%d", rank);
-	setenv("NCCL_HOSTID", id, 1);
-	setenv("NCCL_SOCKET_IFNAME", "lo", 0);
-	setenv("NCCL_IB_DISABLE", "1", 0);
-}
+static int g_ngpu = 1;	/* the GPUs CUDA sees */
 #define MAX_RANKS 8
 #define LIMIT_S 120.0		/* the parent kills a phase's processes after this */
 #define TIMEOUT_S "60"		/* DPG_TIMEOUT of the ranks */
@@ -862,7 +846,7 @@ static void job_env(int rank, int n, uint16_t port, const char *backend)
 	if (g_phase == PHASE_NOPF)	/* stage 3 gathers when asked, no prefetch */
 		setenv("DPG_ZERO_PREFETCH", "0", 1);
 	if (strcmp(backend, "nccl") == 0)
-		share_gpus(rank, n);
+		share_gpus(rank, n, g_ngpu);
 }
 
 /* A rank of the sharded job: on NCCL (gpu) with device `rank`, or on the
