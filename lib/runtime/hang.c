@@ -3,6 +3,7 @@
  * the asker that collects every rank's answer after a timeout, and the one
  * line that sums them up (see hang.h). */
 #include "hang.h"
+#include "thread.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -128,7 +129,7 @@ int dpg_hang_start(struct dpg_ctx *ctx, struct dpg_store *store, struct dpg_err 
 
 	ctx->hang.store = store;
 	ctx->hang.stop = 0;
-	rc = pthread_create(&ctx->hang.thread, NULL, hang_main, ctx);
+	rc = dpg_thread_start(&ctx->hang.thread, hang_main, ctx);
 	if (rc != 0)
 		return dpg_errs(e, DPG_ERR_SYSTEM, "cannot start the hang responder "
 				"thread: %s", strerror(rc));

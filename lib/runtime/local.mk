@@ -22,6 +22,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/stop.c lib/runtime/stop.h \
 	lib/runtime/comm.c lib/runtime/mesh.c \
 	lib/runtime/init.c lib/runtime/startup.c lib/runtime/startup.h \
+	lib/runtime/thread.c lib/runtime/thread.h \
 	lib/runtime/gpumod.c lib/runtime/gpumod.h \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h lib/runtime/cpu/shm_impl.h \

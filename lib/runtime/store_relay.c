@@ -14,6 +14,7 @@
  * local rank sees what it would see with its own connection.  stop() in a
  * forked child does nothing (the thread is the parent's). */
 #include "store_relay.h"
+#include "thread.h"
 #include "store_table.h"	/* struct dl */
 #include "store_wire.h"
 #include "le.h"
@@ -690,7 +691,7 @@ int dpg_store_relay_start(const char *name, const char *host, uint16_t port,
 				    label != NULL ? label : name, deadline_ms, abort, err);
 	if (rc == 0)
 		rc = relay_loop_setup(r, err);
-	if (rc == 0 && (rc = pthread_create(&r->th, NULL, relay_main, r)) != 0)
+	if (rc == 0 && (rc = dpg_thread_start(&r->th, relay_main, r)) != 0)
 		rc = dpg_errs(err, DPG_ERR_SYSTEM, "store relay: cannot start its thread: %s",
 			      strerror(rc));
 	if (rc != 0) {

@@ -15,6 +15,7 @@
  * parent. */
 #include "digest.h"	/* dpg_digest_thread_stop */
 #include "store.h"
+#include "thread.h"
 #include "store_server.h"
 
 #include <arpa/inet.h>
@@ -856,7 +857,7 @@ int dpg_store_server_start(const char *addr, uint16_t port,
 		server_free(s);
 		return rc;
 	}
-	rc = pthread_create(&s->th, NULL, server_main, s);
+	rc = dpg_thread_start(&s->th, server_main, s);
 	if (rc != 0) {
 		server_free(s);
 		return dpg_errs(err, DPG_ERR_SYSTEM, "store: cannot start the server "

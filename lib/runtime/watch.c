@@ -3,6 +3,7 @@
  * peer's heartbeat and the death record, once per round, on a store
  * connection of its own; the decisions are live.c's. */
 #include "live.h"
+#include "thread.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -169,7 +170,7 @@ int dpg_watch_start(struct dpg_watch *w, struct dpg_err *e)
 	if (dpg_live_target(w->rank, w->n) < 0 || w->dead_ms <= 0 || w->beat_ms <= 0)
 		return dpg_errf(e, "liveness watch: rank %d of %d, peer timeout %"
 				PRId64 " ms: nothing to watch", w->rank, w->n, w->dead_ms);
-	rc = pthread_create(&w->thread, NULL, watch_main, w);
+	rc = dpg_thread_start(&w->thread, watch_main, w);
 	if (rc != 0)
 		return dpg_errs(e, DPG_ERR_SYSTEM, "cannot start the liveness "
 				"watcher thread: %s", strerror(rc));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "thread.h"
 #include "detsum.h"
 #include "dpg_zero.h"
 #include "optim.h"
@@ -257,7 +258,7 @@ static int pf_start(struct dpg_zero *z, struct dpg_err *e)
 		pthread_mutex_destroy(&pf->mu);
 		return dpg_errs(e, DPG_ERR_SYSTEM, "zero_commit: pthread_cond_init failed");
 	}
-	if (pthread_create(&pf->th, NULL, pf_main, z) != 0) {
+	if (dpg_thread_start(&pf->th, pf_main, z) != 0) {
 		pthread_cond_destroy(&pf->cv);
 		pthread_mutex_destroy(&pf->mu);
 		return dpg_errs(e, DPG_ERR_SYSTEM, "zero_commit: cannot start the prefetch thread");

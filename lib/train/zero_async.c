@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "thread.h"
 #include "digest.h"
 #include "dpg_zero.h"
 #include "runtime.h"
@@ -81,7 +82,7 @@ static void start(struct dpg_zero *z, struct zsave *s)
 		return;		/* another replica writes this shard */
 	if ((s->rc = snapshot(z, &s->err)) != 0)
 		return;
-	if ((e = pthread_create(&s->th, NULL, writer, s)) != 0) {
+	if ((e = dpg_thread_start(&s->th, writer, s)) != 0) {
 		s->rc = dpg_errs(&s->err, DPG_ERR_SYSTEM, "zero_save_async: cannot start the "
 				 "writer thread: %s", strerror(e));
 		return;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #define SECRET_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define MAX_RANKS 4
 
+#include "thread.h"	/* dpg_thread_start */
 #include "../ranks.h"
 
 #define VICTIM 2
@@ -39,6 +41,20 @@ static void env_requeue(int rank, const struct job *j)
 	setenv("DPG_REQUEUE", "30", 1);
 }
 
+/* A signal sent to oneself is handled before kill() returns on Linux, but
+ * valgrind delivers it later: wait until it is no longer pending (the
+ * handler ran), so that the step it lands in is the one the test means. */
+static void wait_delivered(int sig)
+{
+	for (int i = 0; i < 5000; i++) {
+		sigset_t set;
+
+		if (sigpending(&set) != 0 || !sigismember(&set, sig))
+			return;
+		usleep(1000);
+	}
+}
+
 /* Steps until told to stop: the victim signals itself (a real kill) before
  * step SIGNAL_STEP's question, and once more after (SIGTERM, as the time
  * limit would); every rank must stop at SIGNAL_STEP and stay stopped. */
@@ -50,8 +66,10 @@ static void body_signal(int rank, const struct job *j)
 	(void)j;
 	CHK_OK(ctx, dpg_init(NULL, &ctx));
 	for (s = 0; s < STEPS; s++) {
-		if (rank == VICTIM && s == SIGNAL_STEP)
+		if (rank == VICTIM && s == SIGNAL_STEP) {
 			CHK(kill(getpid(), SIGUSR1) == 0, "kill");
+			wait_delivered(SIGUSR1);
+		}
 		CHK_OK(ctx, dpg_stop_requested(ctx, &stop));
 		if (stop)
 			break;
@@ -202,6 +220,34 @@ static void test_bad_env(void **state)
 	expect_all_ok(&j);
 }
 
+/* libdpg's threads (store, responder, watch, prefetch, writer) start with
+ * every signal blocked, so that a warning sent to the process lands in the
+ * program's thread, at the step it was sent in; the caller's mask stays. */
+static void *mask_of_thread(void *arg)
+{
+	pthread_sigmask(SIG_BLOCK, NULL, (sigset_t *)arg);
+	return NULL;
+}
+
+static void test_library_threads_block_signals(void **state)
+{
+	sigset_t in_thread, before, after;
+	pthread_t th;
+
+	(void)state;
+	sigemptyset(&in_thread);
+	assert_int_equal(pthread_sigmask(SIG_BLOCK, NULL, &before), 0);
+	assert_false(sigismember(&before, SIGUSR1));
+	assert_int_equal(dpg_thread_start(&th, mask_of_thread, &in_thread), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_true(sigismember(&in_thread, SIGUSR1));
+	assert_true(sigismember(&in_thread, SIGTERM));
+	assert_true(sigismember(&in_thread, SIGINT));
+	assert_int_equal(pthread_sigmask(SIG_BLOCK, NULL, &after), 0);
+	assert_false(sigismember(&after, SIGUSR1));
+	assert_false(sigismember(&after, SIGTERM));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -211,6 +257,7 @@ int main(void)
 		cmocka_unit_test(test_off_without_env),
 		cmocka_unit_test(test_end_time),
 		cmocka_unit_test(test_bad_env),
+		cmocka_unit_test(test_library_threads_block_signals),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
