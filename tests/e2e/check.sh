@@ -159,7 +159,7 @@ c_check_port() { # NODE ROWS
 c_check_absent() { # n3's tasks never start dpg-check: named within DPG_TIMEOUT
 	local out=$WORK/check-absent.out
 	# shellcheck disable=SC2016
-	CK_PRE=(sh -c 'if [ "$SLURMD_NODENAME" = n3 ]; then exec sleep 60; fi; exec "$0"')
+	CK_PRE=(sh -c 'if [ "$SLURMD_NODENAME" = n3 ]; then exec sleep 60; fi; exec "$0" "$@"')
 	CK_TIMEOUT=8 check_run "$out" -K "${CKG[@]}"
 	[ "$CK_RC" != 0 ] || fail "dpg-check exited 0 with n3 absent" || return 1
 	check_rows "$out" "n1=ok n2=ok n3=FAIL" || return 1
