@@ -258,10 +258,11 @@ dpg_status_t dpg_mesh_destroy(dpg_mesh_t *mesh);
  * ctx count, dpg_zero's prefetch thread's not.  On DPG_BACKEND_NCCL a call
  * returns once its stream has finished it, so the waits include the GPU's.
  * Hang report: when a collective times out, its error (dpg_last_error) goes
- * on with what every rank was doing, asked through the store with a 2 s
- * deadline (see "Hangs" in libdpg(3)), e.g. "; the ranks: allreduce #812 on
+ * on with what every rank was doing, asked through the store, the answers
+ * awaited DPG_TIMEOUT/40 (at least 0.25 s, at most 2 s; see "Hang report"
+ * in libdpg(3)), e.g. with DPG_TIMEOUT=40 "; the ranks: allreduce #812 on
  * w: ranks 0-2,4-5 waiting since 40.1 s; rank 3 (n2, GPU 0000:43:00.0) last
- * entered allreduce #811, 41.0 s ago" or "rank 3 (n2): no answer in 2.0 s
+ * entered allreduce #811, 41.0 s ago" or "rank 3 (n2): no answer in 1.0 s
  * (stopped, or gone)". */
 dpg_status_t dpg_step_mark(dpg_ctx_t *ctx);
 dpg_status_t dpg_report_every(dpg_ctx_t *ctx, unsigned steps);

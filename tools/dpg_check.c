@@ -144,7 +144,7 @@ static void check_master(const struct check_step *s, const char *root,
 }
 
 void check_local_row(const struct check_step *s, const char *root,
-		     struct dpg_check_row *row)
+		     struct check_gpu *g, struct dpg_check_row *row)
 {
 	memset(row, 0, sizeof(*row));
 	snprintf(row->node, sizeof(row->node), "%s", s->node);
@@ -159,6 +159,7 @@ void check_local_row(const struct check_step *s, const char *root,
 	dpg_probe_somaxconn(root, s->world, &row->cell[DPG_CHECK_SOMAXCONN]);
 	dpg_probe_shm(root, s->local_world, &row->cell[DPG_CHECK_SHM]);
 	dpg_check_set(&row->cell[DPG_CHECK_NET], DPG_CHECK_NA, "", "%s", "");
+	check_gpu_probe(s, g, &row->cell[DPG_CHECK_NCCL]);
 }
 
 static void usage(FILE *f)
@@ -196,6 +197,7 @@ int main(int argc, char **argv)
 {
 	struct check_step s = { 0 };
 	struct dpg_check_row mine, *rows = NULL;
+	struct check_gpu gpu;
 	struct dpg_err err = { "" };
 	int fit = 1;
 
@@ -205,15 +207,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "dpg-check: %s\n", err.msg);
 		return 2;
 	}
-	check_local_row(&s, "", &mine);
+	check_local_row(&s, "", &gpu, &mine);
 	rows = calloc((size_t)s.nodes, sizeof(*rows));
-	if (rows == NULL || check_gather(&s, &mine, rows, &err) != 0) {
+	if (rows == NULL || check_gather(&s, &gpu, &mine, rows, &err) != 0) {
 		fprintf(stderr, "dpg-check: rank %d (%s): %s\n", s.rank, s.node,
 			rows == NULL ? "out of memory" : err.msg);
 		/* only rank 0's status is the verdict: another task's failure
 		 * is named in rank 0's table, and a non-zero exit here would
 		 * make srun's kill-on-bad-exit end rank 0 before it prints */
 		free(rows);
+		check_gpu_close(&gpu);
 		return s.rank == 0 ? 1 : 0;
 	}
 	if (s.rank == 0) {
@@ -226,6 +229,7 @@ int main(int argc, char **argv)
 	}
 	/* another task exits 0 once rank 0 has its row (see above) */
 	free(rows);
+	check_gpu_close(&gpu);
 	free(s.tasks_per_node);
 	free(s.master_addr);
 	free(s.secret);

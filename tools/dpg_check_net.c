@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "checkp2p.h"
 #include "dpg_check.h"
 #include "hostlist.h"
 #include "net.h"
@@ -91,17 +92,27 @@ static uint16_t pick_port(void)
 	return port;
 }
 
-/* The nodes of the point-to-point test: rank 0's and every node whose tasks
- * all reported with no failing cell (a broken node would fail the test's
- * dpg_init for every node); "go" = "<port> <node> <node> ...". */
-static void plan_test(const struct check_step *s, const struct dpg_check_row *rows,
-		      uint16_t port, char *go, size_t len)
+/* The point-to-point test's plan (checkp2p.h): rank 0's node and every
+ * node whose tasks all reported with no failing cell (a broken node would
+ * fail the test's dpg_init for every node), NCCL among those with a GPU. */
+static int plan_test(const struct check_step *s, const struct dpg_check_row *rows,
+		     uint16_t port, char *go, size_t len, struct dpg_err *err)
 {
-	size_t o = (size_t)snprintf(go, len, "%u %d", (unsigned)port, s->node_rank);
+	int *cpu = calloc((size_t)s->nodes, sizeof(int));
+	int *nccl = calloc((size_t)s->nodes, sizeof(int));
+	struct dpg_check_p2p p = { .cpu = cpu, .nccl = nccl };
+	int rc;
 
-	for (int i = 0; i < s->nodes && o < len; i++)
-		if (i != s->node_rank && dpg_check_row_fit(&rows[i]))
-			o += (size_t)snprintf(go + o, len - o, " %d", i);
+	if (cpu == NULL || nccl == NULL) {
+		free(cpu);
+		free(nccl);
+		return dpg_errs(err, DPG_ERR_NOMEM, "out of memory");
+	}
+	dpg_check_p2p_plan(rows, s->nodes, s->node_rank, port, &p);
+	rc = dpg_check_p2p_format(&p, go, len, err);
+	free(cpu);
+	free(nccl);
+	return rc;
 }
 
 /* Rank 0 with its store up: rows in, "go" out, then wait (briefly) until
@@ -119,7 +130,8 @@ static int rank0_gather(const struct check_step *s, struct dpg_store *st,
 		name_missing(s, i, &rows[i]);
 		came += rows[i].tasks;
 	}
-	plan_test(s, rows, s->nodes > 1 ? pick_port() : 0, go, golen);
+	if (plan_test(s, rows, s->nodes > 1 ? pick_port() : 0, go, golen, err) != 0)
+		snprintf(go, golen, "0");	/* no test: the others learn it too */
 	if (dpg_store_set(st, KEY_GO, go, strlen(go), s->deadline_ms, err) != 0)
 		return -DPG_ERR_PEER;
 	end = dpg_now_ms() + 2000;
@@ -172,8 +184,9 @@ static int connect_store(const struct check_step *s, const uint8_t *key, size_t 
 	return rc;
 }
 
-int check_gather(const struct check_step *s, const struct dpg_check_row *mine,
-		 struct dpg_check_row *rows, struct dpg_err *err)
+int check_gather(const struct check_step *s, const struct check_gpu *g,
+		 const struct dpg_check_row *mine, struct dpg_check_row *rows,
+		 struct dpg_err *err)
 {
 	uint8_t key[DPG_STORE_SECRET_MAX];
 	size_t klen = 0;
@@ -198,5 +211,5 @@ int check_gather(const struct check_step *s, const struct dpg_check_row *mine,
 	dpg_store_close(st);
 	if (srv != NULL)
 		dpg_store_server_stop(srv);
-	return rc != 0 ? rc : check_p2p(s, go, rows, err);
+	return rc != 0 ? rc : check_p2p(s, g, go, rows, err);
 }

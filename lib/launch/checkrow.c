@@ -10,6 +10,7 @@
 
 static const char *const col_names[DPG_CHECK_NCOLS] = {
 	"gpus", "nics", "cpus", "master", "port", "nofile", "somaxconn", "shm", "net",
+	"nccl",
 };
 
 const char *dpg_check_col_name(enum dpg_check_col c)

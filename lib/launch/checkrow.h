@@ -21,6 +21,7 @@ enum dpg_check_col {
 	DPG_CHECK_SOMAXCONN,	/* net.core.somaxconn vs the world's need */
 	DPG_CHECK_SHM,		/* /dev/shm free vs the node segment */
 	DPG_CHECK_NET,		/* point-to-point with rank 0: bandwidth, latency */
+	DPG_CHECK_NCCL,		/* the same over NCCL, GPU to GPU (or why not) */
 	DPG_CHECK_NCOLS
 };
 
@@ -72,7 +73,8 @@ void dpg_check_merge(struct dpg_check_row *n, const struct dpg_check_row *t);
 bool dpg_check_row_fit(const struct dpg_check_row *n);
 
 /* The table (header, one line per node, then one numbered note per
- * failing cell: "[k] n2 shm: ...") and the JSON document. */
+ * failing cell: "[k] n2 shm: ...", and one unnumbered note per N/A cell
+ * that says why: "n2 nccl: not measured: ...") and the JSON document. */
 void dpg_check_print_table(FILE *f, const struct dpg_check_row *rows, size_t n);
 void dpg_check_print_json(FILE *f, const struct dpg_check_row *rows, size_t n);
 

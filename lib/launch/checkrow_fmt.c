@@ -65,6 +65,8 @@ static void print_row(FILE *f, const struct dpg_check_row *r, const size_t *w, i
 	fprintf(f, " %s\n", dpg_check_row_fit(r) ? "ok" : "FAIL");
 }
 
+/* The failing cells' numbered notes, then the unnumbered ones of N/A cells
+ * that say why (e.g. why NCCL was not measured). */
 static void print_notes(FILE *f, const struct dpg_check_row *rows, size_t n)
 {
 	int note = 0;
@@ -77,6 +79,12 @@ static void print_notes(FILE *f, const struct dpg_check_row *rows, size_t n)
 				fprintf(f, "[%d] %s %s: %s\n", ++note, rows[i].node,
 					dpg_check_col_name(c), rows[i].cell[c].detail);
 	}
+	for (size_t i = 0; i < n; i++)
+		for (int c = 0; c < DPG_CHECK_NCOLS; c++)
+			if (rows[i].tasks > 0 && rows[i].cell[c].state == DPG_CHECK_NA &&
+			    rows[i].cell[c].detail[0] != '\0')
+				fprintf(f, "%s %s: %s\n", rows[i].node,
+					dpg_check_col_name(c), rows[i].cell[c].detail);
 }
 
 void dpg_check_print_table(FILE *f, const struct dpg_check_row *rows, size_t n)

@@ -17,6 +17,7 @@ libdpglaunch_la_SOURCES = \
 	lib/launch/gpuvis.c lib/launch/gpuvis.h \
 	lib/launch/bindenv.c lib/launch/bindenv.h \
 	lib/launch/checkrow.c lib/launch/checkrow.h lib/launch/checkrow_fmt.c \
+	lib/launch/checkp2p.c lib/launch/checkp2p.h \
 	lib/launch/probe.c lib/launch/probe_dev.c lib/launch/probe.h
 libdpglaunch_la_CPPFLAGS = $(LAUNCH_CPPFLAGS) $(HWLOC_CFLAGS)
 libdpglaunch_la_LIBADD = $(HWLOC_LIBS)

@@ -53,9 +53,33 @@ d = json.load(open(sys.argv[1]))
 assert d["fit"] is True and [n["node"] for n in d["nodes"]] == ["n1", "n2", "n3"], d
 for n in d["nodes"][1:]:
     assert n["checks"]["net"]["state"] == "ok" and "GB/s" in n["checks"]["net"]["value"], n
+# no GPU in the plan (--dpg-gpus-per-task=0): NCCL not measured, and why
+for n in d["nodes"]:
+    assert n["checks"]["nccl"] == {"state": "n/a", "value": "no GPU planned", "detail": ""}, n
 print("json: fit, net " + ", ".join(n["node"] + " " + n["checks"]["net"]["value"] for n in d["nodes"][1:]))
 PYEOF
-	note "$(awk '$1 == "n2" { print "n2:", $(NF-2), $(NF-1) }' "$out")"
+	grep -q '^n2 .* [0-9.]*GB/s [0-9]*us *no GPU planned *ok$' "$out" ||
+		fail "n2's row has no 'GB/s us' NET cell and 'no GPU planned' NCCL cell" || return 1
+}
+
+# check_json OUT NODE COLUMN PATTERN: the --json document of a step with NODE
+# broken: not fit; NODE not fit, its COLUMN "fail" with a detail matching
+# PATTERN; no other failing cell, every other node fit
+check_json() {
+	[ "$CK_RC" != 0 ] || fail "dpg-check --json exited 0 with $2 broken" || return 1
+	"$PY" - "$@" <<'PYEOF'
+import json, re, sys
+path, node, col, pat = sys.argv[1:5]
+d = json.load(open(path))
+assert d["fit"] is False, "document fit with %s broken" % node
+fails = [(n["node"], c) for n in d["nodes"] for c, x in n["checks"].items() if x["state"] == "fail"]
+assert fails == [(node, col)], "failing cells %s, want only %s %s" % (fails, node, col)
+for n in d["nodes"]:
+    assert n["fit"] is (n["node"] != node), "%s: fit %s" % (n["node"], n["fit"])
+x = [n for n in d["nodes"] if n["node"] == node][0]["checks"][col]
+assert re.search(pat, x["detail"]), "%s %s detail %r does not match %r" % (node, col, x["detail"], pat)
+print("json: fit false; %s %s fail (%s): %s" % (node, col, x["value"], x["detail"][:100]))
+PYEOF
 }
 
 # check_broken OUT NODE COLUMN WANT-ROWS PATTERN: exactly one failing cell,
@@ -76,7 +100,11 @@ c_check_nofile() {
 	old=$(prlimit --pid "$pid" --nofile --noheadings -o SOFT | tr -d ' ')
 	prlimit --pid "$pid" --nofile=80: || fail "prlimit on n3's slurmd failed" || return 1
 	check_run "$out" --propagate=NONE "${CKG[@]}"
+	CK_ARGS=--json check_run "$out.json" --propagate=NONE "${CKG[@]}"
+	rc=$CK_RC
 	prlimit --pid "$pid" --nofile="$old": || fail "cannot restore n3's slurmd limit" || return 1
+	CK_RC=$rc check_json "$out.json" n3 nofile "^rank [45]: open-files limit 80 is below the 90" ||
+		return 1
 	check_broken "$out" n3 nofile "n1=ok n2=ok n3=FAIL" "open-files limit 80 is below the 90"
 }
 
@@ -86,7 +114,11 @@ c_check_shm() {
 	nsenter -t "$pid" -m mount -t tmpfs -o size=1m dpgcheck /dev/shm ||
 		fail "cannot mount a small /dev/shm in n2's mount namespace" || return 1
 	check_run "$out" "${CKG[@]}"
+	CK_ARGS=--json check_run "$out.json" "${CKG[@]}"
+	rc=$CK_RC
 	nsenter -t "$pid" -m umount /dev/shm
+	CK_RC=$rc check_json "$out.json" n2 shm "the node segment of 2 tasks needs 9216 KiB" ||
+		return 1
 	check_broken "$out" n2 shm "n1=ok n2=FAIL n3=ok" "the node segment of 2 tasks needs 9216 KiB"
 }
 
@@ -127,9 +159,8 @@ c_check_port() { # NODE ROWS
 c_check_absent() { # n3's tasks never start dpg-check: named within DPG_TIMEOUT
 	local out=$WORK/check-absent.out
 	# shellcheck disable=SC2016
-	CK_PRE=(sh -c 'if [ "$SLURMD_NODENAME" = n3 ]; then exec sleep 60; fi; exec "$0"')
+	CK_PRE=(sh -c 'if [ "$SLURMD_NODENAME" = n3 ]; then exec sleep 60; fi; exec "$0" "$@"')
 	CK_TIMEOUT=8 check_run "$out" -K "${CKG[@]}"
-	CK_PRE=()
 	[ "$CK_RC" != 0 ] || fail "dpg-check exited 0 with n3 absent" || return 1
 	check_rows "$out" "n1=ok n2=ok n3=FAIL" || return 1
 	grep -q "^n3: 0 of 2 tasks reported within 4 s (DPG_TIMEOUT/2)" "$out" ||
@@ -137,6 +168,22 @@ c_check_absent() { # n3's tasks never start dpg-check: named within DPG_TIMEOUT
 	awk -v s="$CK_S" 'BEGIN { exit !(s < 8 + 4) }' ||
 		fail "the step took ${CK_S}s, DPG_TIMEOUT=8" || return 1
 	note "n3 named after ${CK_S}s (DPG_TIMEOUT=8)"
+	# --json: n3 not fit, every cell of it "unknown", the reason in "missing"
+	CK_TIMEOUT=8 CK_ARGS=--json check_run "$out.json" -K "${CKG[@]}"
+	CK_PRE=()
+	[ "$CK_RC" != 0 ] || fail "dpg-check --json exited 0 with n3 absent" || return 1
+	"$PY" - "$out.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["fit"] is False, d
+n1, n2, n3 = d["nodes"]
+assert n1["fit"] is True and n2["fit"] is True, d
+assert n3["node"] == "n3" and n3["fit"] is False and n3["tasks"] == 0 and n3["expected"] == 2, n3
+assert n3["missing"].startswith("0 of 2 tasks reported within 4 s (DPG_TIMEOUT/2)"), n3["missing"]
+assert {x["state"] for x in n3["checks"].values()} == {"unknown"}, n3["checks"]
+assert len(n3["checks"]) == 10, sorted(n3["checks"])
+print("json: n3 fit false, tasks 0/2, all %d checks unknown: %s" % (len(n3["checks"]), n3["missing"][:60]))
+PYEOF
 }
 
 # The straggler line: rank 3 (on n2) runs at nice 19 while 6 ranks share 2

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/gpu/run.sh - the NCCL backend's tests on this host's GPUs (make
 # check-gpu): the collectives (test_nccl_coll), then the sharded step and its
-# kernels (test_zero_gpu).  Exits 77, automake's "skipped", where there is no
-# GPU or libdpg was built without NCCL; 1 when either test fails.
+# kernels (test_zero_gpu), then dpg-check's NCCL point-to-point test
+# (check_p2p.sh).  Exits 77, automake's "skipped", where there is no GPU or
+# libdpg was built without NCCL; 1 when any test fails.
 #   usage: tests/gpu/run.sh [PATH/TO/test_nccl_coll] [RANKS] [PATH/TO/test_zero_gpu]
 # (test_zero_gpu defaults to the one beside test_nccl_coll)
 bin=${1:-./tests/gpu/test_nccl_coll}
@@ -72,6 +73,19 @@ for ranks in $counts; do
 		esac
 	fi
 done
+# dpg-check's point-to-point test over NCCL, two local processes posing as
+# two nodes (check_p2p.sh says how, with one GPU too)
+ck=$(dirname "$bin")/../../dpg-check
+if [ -x "$ck" ]; then
+	echo "== $(dirname "$0")/check_p2p.sh $ck"
+	if sh "$(dirname "$0")/check_p2p.sh" "$ck"; then
+		ran=$((ran + 1))
+	else
+		echo "FAIL: check_p2p.sh"; failed=$((failed + 1))
+	fi
+else
+	echo "note: $ck not built: dpg-check's NCCL test not run"
+fi
 [ "$failed" -gt 0 ] && exit 1
 [ "$ran" -eq 0 ] && exit 77
 exit 0

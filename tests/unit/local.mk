@@ -43,11 +43,14 @@ UNIT_LAUNCH = tests/unit/launch/test_bindenv tests/unit/launch/test_conf \
 	tests/unit/launch/test_contract tests/unit/launch/test_gpuvis \
 	tests/unit/launch/test_killfail tests/unit/launch/test_opts \
 	tests/unit/launch/test_plan tests/unit/launch/test_topocache \
-	tests/unit/launch/test_probe tests/unit/launch/test_checkrow
+	tests/unit/launch/test_probe tests/unit/launch/test_checkrow \
+	tests/unit/launch/test_checkp2p
 tests_unit_launch_test_probe_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_launch_test_probe_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_launch_test_checkrow_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_launch_test_checkrow_LDADD = $(LAUNCH_TEST_LDADD)
+tests_unit_launch_test_checkp2p_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_launch_test_checkp2p_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_launch_test_bindenv_CPPFLAGS = $(UNIT_CPPFLAGS) -DDPG_SRCDIR='"$(abs_top_srcdir)"'
 tests_unit_launch_test_bindenv_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_launch_test_topocache_CPPFLAGS = $(UNIT_CPPFLAGS)

@@ -61,7 +61,7 @@ static void test_decode_bad(void **state)
 	assert_int_equal(dpg_check_decode(bad_state, strlen(bad_state), &r, &e), -1);
 	assert_non_null(strstr(e.msg, "state '7'"));
 	assert_int_equal(dpg_check_decode(short_row, strlen(short_row), &r, &e), -1);
-	assert_non_null(strstr(e.msg, "2 lines, want 10"));
+	assert_non_null(strstr(e.msg, "2 lines, want 11"));
 }
 
 static void test_merge(void **state)
@@ -122,6 +122,17 @@ static void test_outputs(void **state)
 	assert_non_null(strstr(s, "[1] n2 shm: rank 1: shm \"small\"\n"));
 	assert_non_null(strstr(s, "n3: 0 of 2 tasks reported\n"));
 	assert_non_null(strstr(s, "dpg-check: 1 of 3 nodes fit\n"));
+	/* an N/A cell with a detail: an unnumbered note after the failures */
+	assert_null(strstr(s, "n1 nccl:"));
+	free(s);
+	dpg_check_set(&rows[0].cell[DPG_CHECK_NCCL], DPG_CHECK_NA, "no GPU module",
+		      "not measured: %s", "cannot load");
+	s = print(false, rows, 3);
+	assert_non_null(strstr(s, " NCCL "));
+	assert_non_null(strstr(s, "n3: 0 of 2 tasks reported\nn1 nccl: not measured: "
+			       "cannot load\ndpg-check: 1 of 3"));
+	assert_null(strstr(s, "[2]"));
+	assert_non_null(strstr(s, "dpg-check: 1 of 3 nodes fit\n"));
 	free(s);
 	s = print(true, rows, 3);
 	assert_non_null(strstr(s, "{\"fit\":false,\"nodes\":[{\"node\":\"n1\",\"tasks\":1,"
@@ -129,6 +140,12 @@ static void test_outputs(void **state)
 	assert_non_null(strstr(s, "\"shm\":{\"state\":\"fail\",\"value\":\"0M/13M\","
 			       "\"detail\":\"rank 1: shm \\\"small\\\"\"}"));
 	assert_non_null(strstr(s, "\"node\":\"n3\",\"tasks\":0,\"expected\":2,\"fit\":false"));
+	assert_non_null(strstr(s, "\"nccl\":{\"state\":\"n/a\",\"value\":\"no GPU module\","
+			       "\"detail\":\"not measured: cannot load\"}"));
+	/* a node that never reported: every cell "unknown" */
+	assert_non_null(strstr(s, "\"missing\":\"0 of 2 tasks reported\",\"checks\":{"
+			       "\"gpus\":{\"state\":\"unknown\""));
+	assert_non_null(strstr(s, "\"nccl\":{\"state\":\"unknown\",\"value\":\"\""));
 	free(s);
 }
 
