@@ -10,9 +10,11 @@
 #   bench/store_scale.sh --smoke         # (or SMOKE=1) N = 256 1024, seconds
 #
 # For each N: store_sim -r 1 (flat: every rank connects to the store, as
-# dpg does today), store_sim -r 8 (one connection per node of 8 ranks
-# carrying its ranks' requests: what rank 0 sees with node leaders; the local
-# hop is not simulated), and TCPStore with PYTHON's torch (one thread per
+# dpg does with DPG_STORE_RELAY=0 or one rank per node), store_sim -r 8 (one
+# connection per node of 8 ranks carrying its ranks' requests: what rank 0
+# sees with dpg's node relays, the default; the local hop is not simulated,
+# and the simulated node sends one ADD of 8 where the relay forwards each
+# rank's ADD), and TCPStore with PYTHON's torch (one thread per
 # client, 2 connections each in 1.13) when its server's descriptors fit
 # under the open-files limit.  Each simulated node has its own loopback source
 # address (127.1.0.1 + node).  RLIMIT_NOFILE is raised to the hard limit;
