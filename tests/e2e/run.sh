@@ -965,7 +965,7 @@ tc_step() { # N: one --dpg-verbose demo step; "how" of each startup line into $W
 	grep '^dpg: startup ' "$WORK/tc$n.err"
 	[ $rc = 0 ] || { show "$WORK/tc$n.err" stderr; fail "step $n: srun exited $rc"; return 1; }
 	grep '^dpg: startup ' "$WORK/tc$n.err" | sed -n 's/.* plan [0-9.]* ms (\([a-z]*\)),.*/\1/p' |
-		sort | uniq -c | awk '{ printf "%s%s x%s", NR > 1 ? ", " : "", $2, $1 }' >"$WORK/tc$n.how"
+		sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }' >"$WORK/tc$n.how"
 	[ "$(grep -c '^dpg: startup ' "$WORK/tc$n.err")" = 3 ] ||
 		fail "step $n: want 3 startup lines (rank 0 and the leaders of n2, n3)"
 }
