@@ -13,7 +13,11 @@
 # addr/<i>, add 1 to "arrived" (the N-th sets "go"), wait "go", get addr/<i+1>.
 # Clients connect to 127.0.0.1..127.0.0.ADDRS so that 16k+ loopback
 # connections do not run out of ephemeral ports.  The open-files limit is
-# raised to the hard limit.  Prints a table: N, dpg s, TCPStore s, ratio.
+# raised to the hard limit.  TCPStore runs under bench/no_rdns.sh: its
+# reverse DNS lookups of 127.0.0.1-8 (one per connect and accept) are
+# answered from a private /etc/hosts, not a resolver that may drop some (a
+# 5 s stall each); TS_HOSTS=0 turns that off.  Prints a table: N, dpg s,
+# TCPStore s, ratio.
 #
 # Knobs: NS, PROCS (8), ADDRS (8), DPG_TIMEOUT (60 s), TCPSTORE_TIMEOUT (20 s;
 # a failing TCPStore run is cut at 2x that + 20 s), PYTHON (/usr/bin/python3),
@@ -36,6 +40,7 @@ ADDRS=${ADDRS:-8}
 DPG_TIMEOUT=${DPG_TIMEOUT:-60}
 TCPSTORE_TIMEOUT=${TCPSTORE_TIMEOUT:-20}
 PYTHON=${PYTHON:-/usr/bin/python3}
+TS_HOSTS=${TS_HOSTS:-1}
 bench_build
 bench_need STORE_BENCH store_bench
 
@@ -48,6 +53,8 @@ trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 ulimit -c 0
 
+TS_WRAP=()
+[ "$TS_HOSTS" = 1 ] && "$HERE/no_rdns.sh" --check && TS_WRAP=("$HERE/no_rdns.sh")
 HAVE_TORCH=1
 TORCH_VERSION=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null) || HAVE_TORCH=0
 
@@ -56,7 +63,8 @@ bench_host
 echo "# store rendezvous: $(nproc) cores, open files $(ulimit -n) (hard $(ulimit -Hn)), \
 somaxconn $(cat /proc/sys/net/core/somaxconn 2>/dev/null || echo ?), \
 ports $(tr '\t' '-' < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo ?), \
-torch ${TORCH_VERSION:-absent}, $PROCS client processes, $ADDRS loopback addresses"
+torch ${TORCH_VERSION:-absent} (reverse lookups $([ ${#TS_WRAP[@]} -gt 0 ] && echo 'from a private /etc/hosts' || echo 'through the resolver')), \
+$PROCS client processes, $ADDRS loopback addresses"
 
 # how_ended RC LIMIT_S -> words for a run's exit status under timeout(1)
 how_ended() {
@@ -88,7 +96,7 @@ for n in $NS; do
 	if [ $HAVE_TORCH = 0 ]; then
 		ts_col="n/a"
 	else
-		line=$(timeout $((TCPSTORE_TIMEOUT * 2 + 20)) "$PYTHON" \
+		line=$(timeout $((TCPSTORE_TIMEOUT * 2 + 20)) "${TS_WRAP[@]}" "$PYTHON" \
 			"$TOP/bench/tcpstore_clients.py" -n "$n" -p "$PROCS" -a "$ADDRS" \
 			-t "$TCPSTORE_TIMEOUT" 2>"$WORK/ts.$n.err")
 		rc=$?

@@ -10,7 +10,7 @@ libdpglaunch_la_SOURCES = \
 	lib/launch/requeue.c lib/launch/requeue.h \
 	lib/launch/contract.c lib/launch/contract.h \
 	lib/launch/cpuset.c lib/launch/cpuset.h \
-	lib/launch/topo.c lib/launch/topo.h \
+	lib/launch/topo.c lib/launch/topo.h lib/launch/topo_pack.c \
 	lib/launch/topocache.c lib/launch/topocache.h lib/launch/topocache_key.c \
 	lib/launch/topocache_load.c \
 	lib/launch/plan.c lib/launch/plan.h lib/launch/plan_fmt.c \

@@ -926,36 +926,76 @@ static int load_src(const struct xml_src *x, struct dpg_topo **out, struct dpg_e
 	return load_buffer(x->buf, x->len, true, x->source, out, err);
 }
 
-/* The child: parse, send the verdict ('0' or '1' + message), leave. */
+/* Write all of buf (the child's verdict). */
+static int write_full(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* hwloc plugins an XML load never needs, kept out of the child: hwloc
+ * dlopens every plugin at its first topology (gl pulls in X11, opencl its
+ * ICD loader), about 5 ms a step.  For the node's cache, hwloc's own export,
+ * its built-in parser replaces libxml2 (and ICU) too; an admin's file keeps
+ * libxml2.  Set only where the admin did not set the variable. */
+static void quiet_plugins(const struct xml_src *x)
+{
+	static const char io[] = "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_cuda,hwloc_nvml,"
+				 "hwloc_rsmi,hwloc_levelzero";
+	char v[sizeof(io) + 32];
+
+	snprintf(v, sizeof(v), "%s%s", io, x->path == NULL ? ",hwloc_xml_libxml" : "");
+	setenv("HWLOC_PLUGINS_BLACKLIST", v, 0);	/* hwloc 2.x */
+	setenv("HWLOC_PLUGINS_BLOCKLIST", v, 0);	/* its later name */
+}
+
+/* The child: parse, send the verdict and leave: '0' + the topology packed
+ * (topo_pack.c), or '1' + the message. */
 static void precheck_child(const struct xml_src *x, int fd)
 {
 	struct dpg_err e = { "" };
 	struct dpg_topo *t = NULL;
 	char msg[1 + sizeof(e.msg)];
 	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
-	size_t len, i;
+	uint8_t *packed = NULL;
+	size_t len = 0, i;
+	int rc;
 
 	/* inherited handlers (slurmstepd's, a test runner's) must not run
 	 * here: a crash is the verdict */
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_DFL);
-	if (load_src(x, &t, &e) == 0) {
-		dpg_topo_free(t);
-		msg[0] = '0';
-		len = 1;
-	} else {
-		msg[0] = '1';
-		len = strnlen(e.msg, sizeof(e.msg) - 1);
-		memcpy(msg + 1, e.msg, len);
-		len++;
+	quiet_plugins(x);
+	rc = load_src(x, &t, &e);
+	if (rc == 0)
+		rc = dpg_topo_pack(t, &packed, &len, &e);
+	dpg_topo_free(t);
+	if (rc == 0) {
+		if (write_full(fd, "0", 1) != 0 || write_full(fd, packed, len) != 0)
+			_exit(3);
+		_exit(0);
 	}
-	if (write(fd, msg, len) < 0)
+	msg[0] = '1';
+	len = strnlen(e.msg, sizeof(e.msg) - 1);
+	memcpy(msg + 1, e.msg, len);
+	if (write_full(fd, msg, len + 1) != 0)
 		_exit(3);
 	_exit(0);
 }
 
 /* Read the child's verdict until EOF or the deadline; returns bytes read. */
-static size_t read_verdict(int fd, char *buf, size_t cap, long deadline, int *timed_out)
+static size_t read_verdict(int fd, uint8_t *buf, size_t cap, long deadline, int *timed_out)
 {
 	size_t got = 0;
 
@@ -987,16 +1027,42 @@ static size_t read_verdict(int fd, char *buf, size_t cap, long deadline, int *ti
 	return got;
 }
 
-/* Parse x in a forked child first (hwloc may crash or spin on a malformed
- * XML), then load it here. */
+/* What the child's verdict says: the topology it parsed, or why not. */
+static int take_verdict(const struct xml_src *x, const uint8_t *buf, size_t got, int st,
+			struct dpg_topo **out, struct dpg_err *err)
+{
+	const char *name = x->path != NULL ? x->path : x->source;
+	char q[200];
+
+	if (WIFSIGNALED(st))
+		return dpg_errf(err, "topology XML \"%s\" crashed hwloc's parser (signal %d, "
+				"in a child process): the file is malformed; regenerate it "
+				"with lstopo --of xml", dpg_err_quote(name, q, sizeof(q)),
+				WTERMSIG(st));
+	if (got >= 1 && buf[0] == '1')
+		return dpg_errf(err, "%.*s", (int)(got - 1 < DPG_ERR_MSG_MAX - 1 ? got - 1 :
+						   DPG_ERR_MSG_MAX - 1), (const char *)buf + 1);
+	if (got < 1 || buf[0] != '0' || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return dpg_errf(err, "topology XML \"%s\": the parsing child failed "
+				"(exit status %d)", dpg_err_quote(name, q, sizeof(q)),
+				WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	if (dpg_topo_unpack(buf + 1, got - 1, out, err) != 0)
+		return dpg_err_prefix(err, "topology XML");
+	return 0;
+}
+
+/* Parse x in a forked child (hwloc may crash or spin on a malformed XML),
+ * which hands back what it parsed: this process never runs hwloc on it. */
 static int load_isolated(const struct xml_src *x, int timeout_ms, struct dpg_topo **out,
 			 struct dpg_err *err)
 {
-	char q[200], buf[1 + DPG_ERR_MSG_MAX];
 	const char *name = x->path != NULL ? x->path : x->source;
-	int fds[2], st = 0, timed_out;
+	size_t cap = 1 + (DPG_TOPO_PACK_MAX > DPG_ERR_MSG_MAX ? DPG_TOPO_PACK_MAX : DPG_ERR_MSG_MAX);
+	int fds[2], st = 0, timed_out = 0, rc;
+	uint8_t *buf;
+	char q[200];
 	long deadline;
-	size_t got;
+	size_t got = 0;
 	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC) != 0)
@@ -1015,29 +1081,24 @@ static int load_isolated(const struct xml_src *x, int timeout_ms, struct dpg_top
 	}
 	close(fds[1]);
 	deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
-	got = read_verdict(fds[0], buf, sizeof(buf) - 1, deadline, &timed_out);
+	buf = malloc(cap);	/* after the fork: the child has no use for it */
+	if (buf != NULL)
+		got = read_verdict(fds[0], buf, cap, deadline, &timed_out);
 	close(fds[0]);
 	if (timed_out)
 		kill(pid, SIGKILL);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
-	buf[got] = '\0';
-	if (timed_out)
-		return dpg_errf(err, "topology XML \"%s\": hwloc did not finish parsing it "
-				"within %d ms: regenerate it with lstopo --of xml",
-				dpg_err_quote(name, q, sizeof(q)), timeout_ms);
-	if (WIFSIGNALED(st))
-		return dpg_errf(err, "topology XML \"%s\" crashed hwloc's parser (signal %d, "
-				"in a child process): the file is malformed; regenerate it "
-				"with lstopo --of xml", dpg_err_quote(name, q, sizeof(q)),
-				WTERMSIG(st));
-	if (got >= 1 && buf[0] == '1')
-		return dpg_errf(err, "%s", buf + 1);
-	if (got != 1 || buf[0] != '0' || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return dpg_errf(err, "topology XML \"%s\": the parsing child failed "
-				"(exit status %d)", dpg_err_quote(name, q, sizeof(q)),
-				WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	return load_src(x, out, err);
+	if (buf == NULL)
+		rc = dpg_errf(err, "topology XML: out of memory");
+	else if (timed_out)
+		rc = dpg_errf(err, "topology XML \"%s\": hwloc did not finish parsing it "
+			      "within %d ms: regenerate it with lstopo --of xml",
+			      dpg_err_quote(name, q, sizeof(q)), timeout_ms);
+	else
+		rc = take_verdict(x, buf, got, st, out, err);
+	free(buf);
+	return rc;
 }
 
 int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo **out,

@@ -142,23 +142,39 @@ struct dpg_topo {
 	struct dpg_nic nics[DPG_TOPO_MAX_NICS];
 };
 
+/* A topology as bytes and back (topo_pack.c), for the forked child that
+ * parsed an XML to hand its result to the parent: the struct, then its
+ * arrays.  Only between one binary and its fork.  Unpack checks every count,
+ * index and name against the bytes (-DPG_ERR_INVALID when they do not hold
+ * together); its result is freed with dpg_topo_free. */
+#define DPG_TOPO_PACK_MAX                                                     \
+	(sizeof(struct dpg_topo) + DPG_TOPO_MAX_PACKAGES * sizeof(struct dpg_package) + \
+	 DPG_TOPO_MAX_NUMA * sizeof(struct dpg_numa) +                          \
+	 DPG_CPU_MAX * (sizeof(struct dpg_core) + sizeof(uint32_t)))
+int dpg_topo_pack(const struct dpg_topo *t, uint8_t **buf, size_t *len, struct dpg_err *err);
+int dpg_topo_unpack(const uint8_t *buf, size_t len, struct dpg_topo **out,
+		    struct dpg_err *err);
+
 /* Load from an hwloc XML file (v1 or v2 format; hwloc 2.x refuses v3). */
 int dpg_topo_load_xml(const char *path, struct dpg_topo **out,
 		      struct dpg_err *err);
 
-/* dpg_topo_load_xml, but the file is parsed first in a forked child with a
+/* dpg_topo_load_xml, but the file is parsed in a forked child with a
  * deadline of timeout_ms: hwloc (2.9) can crash or spin on a malformed XML
  * file, and the plugin must never take slurmstepd down.  A child killed by
- * a signal or past the deadline is a clear error; only a file that parsed
- * in the child is then loaded here.  Never blocks longer than timeout_ms
- * (plus the load itself). */
+ * a signal or past the deadline is a clear error; a child that parsed the
+ * file hands back the topology (dpg_topo_pack), so hwloc never parses it in
+ * this process.  The child keeps the hwloc plugins an XML load does not need
+ * unloaded (HWLOC_PLUGINS_BLACKLIST, unless set).  Never blocks longer than
+ * timeout_ms. */
 int dpg_topo_load_xml_isolated(const char *path, int timeout_ms, struct dpg_topo **out,
 			       struct dpg_err *err);
 
-/* The isolated check and load of dpg_topo_load_xml_isolated, for a buffer
- * holding an XML export of THIS machine (the node's topology cache): the
- * allowed cpuset comes from this process (hwloc's THISSYSTEM flags), not
- * from the file.  source names it in messages and in dpg_topo.source. */
+/* The isolated load of dpg_topo_load_xml_isolated, for a buffer holding an
+ * XML export of THIS machine (the node's topology cache): the allowed cpuset
+ * comes from this process (hwloc's THISSYSTEM flags, in its fork), not from
+ * the file; hwloc's built-in XML parser reads it (libxml2 stays unloaded).
+ * source names it in messages and in dpg_topo.source. */
 int dpg_topo_load_here_isolated(const char *buf, size_t len, const char *source,
 				int timeout_ms, struct dpg_topo **out, struct dpg_err *err);
 

@@ -284,15 +284,14 @@ static int store_open(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
 		      int64_t deadline, const volatile int *abort, struct dpg_store **s,
 		      struct dpg_err *e)
 {
-	char where[DPG_ADDR_MAX + 8], leader[DPG_HOST_MAX + 32];
+	char where[DPG_ADDR_MAX + 8];
 
 	if (ctx->relay_name[0] == '\0')
 		return dpg_store_connect(ctx->j.master_addr, ctx->j.master_port, secret,
 					 slen, deadline, abort, s, e);
 	snprintf(where, sizeof(where), "%s:%u", ctx->j.master_addr,
 		 (unsigned)ctx->j.master_port);
-	snprintf(leader, sizeof(leader), "local rank 0 on %s", ctx->node);
-	return dpg_store_connect_relay(ctx->relay_name, where, leader, secret, slen,
+	return dpg_store_connect_relay(ctx->relay_name, where, ctx->j.rank, secret, slen,
 				       deadline, abort, s, e);
 }
 
@@ -320,7 +319,7 @@ static bool relay_wanted(const struct dpg_ctx *ctx)
 static int relay_setup(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
 		       int64_t deadline, struct dpg_err *e)
 {
-	char label[DPG_HOST_MAX + 96];
+	struct dpg_relay_leader who = { ctx->j.rank, ctx->node, ctx->j.local_world_size };
 	int rc;
 
 	if (!relay_wanted(ctx))
@@ -329,10 +328,8 @@ static int relay_setup(struct dpg_ctx *ctx, const uint8_t *secret, size_t slen,
 			     ctx->j.master_port, ctx->relay_name);
 	if (ctx->j.local_rank != 0)
 		return 0;
-	snprintf(label, sizeof(label), "node leader rank %d on %s, carrying its %d "
-		 "local ranks", ctx->j.rank, ctx->node, ctx->j.local_world_size);
 	rc = dpg_store_relay_start(ctx->relay_name, ctx->j.master_addr,
-				   ctx->j.master_port, secret, slen, label, deadline,
+				   ctx->j.master_port, secret, slen, &who, deadline,
 				   &ctx->abort_flag, &ctx->relay, e);
 	if (rc != 0)
 		ctx->relay_name[0] = '\0';

@@ -4,6 +4,7 @@
 #ifndef DPG_LIB_STORE_H
 #define DPG_LIB_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,11 @@ int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
 		      const volatile int *abort, struct dpg_store **out,
 		      struct dpg_err *err);
 void dpg_store_close(struct dpg_store *s);
+/* The connection is closed or out of step (the store, or the node leader's
+ * relay, went away): unusable.  A wait answered "lost" leaves it usable. */
+bool dpg_store_broken(const struct dpg_store *s);
+/* Connected through a node leader's relay (dpg_store_connect_relay). */
+bool dpg_store_relayed(const struct dpg_store *s);
 
 int dpg_store_set(struct dpg_store *s, const char *key, const void *val,
 		  size_t len, int64_t deadline_ms, struct dpg_err *err);

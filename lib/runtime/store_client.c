@@ -17,7 +17,9 @@
  * store closed the connection or broke the protocol), -DPG_ERR_AUTH (a secret
  * mismatch either way, or not a dpg store), -DPG_ERR_SYSTEM, -DPG_ERR_NOMEM;
  * -DPG_ERR_INVALID (dpg_errf's -1) for a bad argument and for a request the
- * store answered with an error (ADD on text, store full). */
+ * store answered with an error (ADD on text, store full); -DPG_ERR_PEER too
+ * for a wait the store answered "lost" (a node leader died), the connection
+ * still usable. */
 #include "parse.h"	/* dpg_hex_digit */
 #include "store.h"
 #include "store_relay.h"
@@ -52,7 +54,8 @@ struct dpg_store {
 	char where[300];		/* "host:port" */
 	const char *relay;		/* the relay's socket name (points at relay_buf), or NULL */
 	char relay_buf[DPG_RELAY_NAME_MAX];
-	char leader[160];		/* the node leader, when through a relay */
+	int rank;			/* JOINs the relay as this world rank */
+	char leader[160];		/* the node leader (the relay's JOIN answer) */
 };
 
 struct msg {
@@ -277,6 +280,9 @@ static int check_reply(struct dpg_store *s, uint8_t op, const char *what,
 	if (m->h.flags == DPG_WIRE_ERROR)
 		return dpg_errf(err, "store: %s: the store at %s says: %.*s", what,
 				s->where, (int)(m->h.len > 300 ? 300 : m->h.len), m->body);
+	if (m->h.flags == DPG_WIRE_LOST)
+		return dpg_errs(err, DPG_ERR_PEER, "store: %s: %.*s", what,
+				(int)(m->h.len > 400 ? 400 : m->h.len), m->body);
 	if (m->h.flags != DPG_WIRE_OK) {
 		s->broken = s->garbled = true;
 		return dpg_errs(err, DPG_ERR_PEER, "store: protocol error from %s %s "
@@ -423,6 +429,33 @@ static int authenticate(struct dpg_store *s, const uint8_t *ns, int64_t deadline
 	return 0;
 }
 
+/* Through a relay: say which world rank we are; its answer names the
+ * leader for our messages. */
+static int relay_join(struct dpg_store *s, int64_t deadline, struct dpg_err *err)
+{
+	uint8_t req[DPG_WIRE_HDR + 4];
+	struct msg m;
+	uint32_t id = ++s->next_id;
+	int rc;
+
+	dpg_wire_hdr_put(req, DPG_OP_JOIN, 0, id, 4);
+	dpg_le_put32(req + DPG_WIRE_HDR, (uint32_t)s->rank);
+	rc = dpg_net_write_full(s->fd, req, sizeof(req), deadline, s->abort, err);
+	if (rc == 0)
+		rc = recv_msg(s, false, id, deadline, &m, err);
+	if (rc != 0)
+		return auth_failed(s, rc, err);
+	if (m.h.op != (DPG_OP_JOIN | DPG_OP_REPLY) || m.h.flags != DPG_WIRE_OK) {
+		s->garbled = true;
+		return dpg_errs(err, DPG_ERR_PEER, "store: the node leader's relay '@%s' "
+				"did not answer JOIN (another dpg version?)", s->relay);
+	}
+	snprintf(s->leader, sizeof(s->leader), "%.*s",
+		 (int)(m.h.len < sizeof(s->leader) ? m.h.len : sizeof(s->leader) - 1),
+		 (const char *)m.body);
+	return 0;
+}
+
 /* Connect to the relay's abstract socket, retrying while it is not there
  * yet (the leader starts it while its local ranks start too). */
 static int relay_connect(struct dpg_store *s, int64_t deadline, struct dpg_err *err)
@@ -480,6 +513,8 @@ static int connect_once(struct dpg_store *s, const char *host, uint16_t port,
 	*again = rc == -DPG_ERR_PEER;
 	if (rc == 0) {
 		rc = authenticate(s, ns, deadline, err);
+		if (rc == 0 && s->relay != NULL)
+			rc = relay_join(s, deadline, err);
 		/* closed mid-handshake: a store under a flood of strangers evicts
 		 * the oldest unauthenticated connections; try again */
 		*again = rc == -DPG_ERR_PEER && !s->garbled;
@@ -558,7 +593,7 @@ int dpg_store_connect(const char *host, uint16_t port, const uint8_t *secret,
 	return connect_retrying(s, host, port, deadline_ms, out, err);
 }
 
-int dpg_store_connect_relay(const char *name, const char *where, const char *leader,
+int dpg_store_connect_relay(const char *name, const char *where, int rank,
 			    const uint8_t *secret, size_t secret_len, int64_t deadline_ms,
 			    const volatile int *abort, struct dpg_store **out,
 			    struct dpg_err *err)
@@ -568,13 +603,16 @@ int dpg_store_connect_relay(const char *name, const char *where, const char *lea
 
 	if (name == NULL || name[0] == '\0' || strlen(name) >= DPG_RELAY_NAME_MAX)
 		return dpg_errf(err, "store: bad relay socket name");
+	if (rank < 0)
+		return dpg_errf(err, "store: rank %d: a relay's client needs its world rank",
+				rank);
 	rc = handle_new(secret, secret_len, abort, &s, err);
 	if (rc != 0)
 		return rc;
 	snprintf(s->relay_buf, sizeof(s->relay_buf), "%s", name);
 	s->relay = s->relay_buf;
 	snprintf(s->where, sizeof(s->where), "%s", where != NULL ? where : name);
-	snprintf(s->leader, sizeof(s->leader), "%s", leader != NULL ? leader : "");
+	s->rank = rank;
 	return connect_retrying(s, NULL, 0, deadline_ms, out, err);
 }
 
@@ -585,6 +623,16 @@ int dpg_store_take_fd(struct dpg_store *s)
 	s->fd = -1;
 	dpg_store_close(s);
 	return fd;
+}
+
+bool dpg_store_broken(const struct dpg_store *s)
+{
+	return s == NULL || s->broken;
+}
+
+bool dpg_store_relayed(const struct dpg_store *s)
+{
+	return s != NULL && s->relay != NULL;
 }
 
 void dpg_store_close(struct dpg_store *s)

@@ -61,6 +61,26 @@ void dpg_srv_unpark_all(struct dpg_store_server *s, struct conn *c)
 		wreq_free(s, container_of(c->parked.next, struct wreq, node));
 }
 
+/* The text of a DPG_WIRE_LOST answer. */
+static void answer_lost(struct dpg_store_server *s, struct conn *c, uint8_t op, uint32_t id)
+{
+	dpg_srv_reply(s, c, op, DPG_WIRE_LOST, id, s->lost, strlen(s->lost), NULL);
+}
+
+void dpg_srv_fail_parked(struct dpg_store_server *s)
+{
+	for (struct dl *it = s->conns.next; it != &s->conns; it = it->next) {
+		struct conn *c = container_of(it, struct conn, all);
+
+		while (!dl_empty(&c->parked)) {
+			struct wreq *r = container_of(c->parked.next, struct wreq, node);
+
+			answer_lost(s, c, r->op, r->id);
+			wreq_free(s, r);
+		}
+	}
+}
+
 /* ------------------------------------------------------------ requests */
 
 /* Body cursor: every read is bounds-checked; any failure makes it bad. */
@@ -252,6 +272,10 @@ static enum verdict park(const struct req *q, const uint8_t *const *keys,
 	struct wreq *r;
 	uint32_t i;
 
+	if (q->s->lost[0] != '\0') {	/* what it waits for may never come */
+		answer_lost(q->s, c, q->op, q->id);
+		return DONE;
+	}
 	if (c->nparked >= DPG_STORE_MAX_PARKED)
 		return OVERPARKED;
 	if (!park_fits(q, cost))

@@ -9,7 +9,11 @@
  * back to (local connection, its id).  A CANCEL is forwarded with the id
  * remapped, so every call keeps its own deadline end to end; a local
  * connection that ends has what it left parked cancelled upstream, which is
- * what the store does itself when a direct client ends.  When upstream ends
+ * what the store does itself when a direct client ends.  A local client's
+ * JOIN (its world rank) is answered here, never forwarded: the relay keeps
+ * the set of ranks it carries and registers it again upstream (one SET at a
+ * time, coalesced), so that the store can name them if the leader dies.
+ * When upstream ends
  * (rank 0's store stopped, or died), every local connection is closed, so a
  * local rank sees what it would see with its own connection.  stop() in a
  * forked child does nothing (the thread is the parent's). */
@@ -37,6 +41,8 @@
 #define RELAY_AUTH_MS 2000		/* a local client must authenticate in this */
 #define RELAY_UNAUTH_MAX 256		/* local connections not authenticated yet */
 #define REPLY_BODY_MAX (DPG_STORE_VALUE_MAX + 64)
+#define RELAY_RANKS_MAX 4096		/* ranks named in the registration */
+#define RELAY_NODE_MAX 128
 
 struct buf {
 	uint8_t *p;
@@ -53,6 +59,7 @@ struct lconn {
 	struct dl node;			/* relay->conns */
 	struct lconn *gnext;		/* relay->graveyard */
 	int64_t auth_deadline;
+	int rank;			/* JOINed as this world rank, -1 before */
 	uint8_t nonce[DPG_WIRE_NONCE];
 	struct buf in, out;
 };
@@ -80,6 +87,13 @@ struct dpg_store_relay {
 	_Atomic size_t nclients, npending;
 	_Atomic int up;
 	char name[DPG_RELAY_NAME_MAX];
+	/* who leads, and the ranks that JOINed (sorted, distinct) */
+	int lead_rank, local_ranks;
+	char node[RELAY_NODE_MAX];
+	int *ranks;
+	size_t nranks, rcap;
+	bool label_dirty;		/* ranks changed since the last registration */
+	uint32_t label_upid;		/* the registration in flight (0: none) */
 };
 
 static char tag_listen, tag_wake, tag_up;
@@ -174,6 +188,88 @@ static int buf_fill(int fd, struct buf *b, size_t want)
 			break;
 	}
 	return 1;
+}
+
+/* ------------------------------------------------------------ ranks */
+
+char *dpg_rank_ranges(const int *r, size_t n, char *buf, size_t len)
+{
+	static const char cut[] = ", ...";
+	size_t o = 0, i = 0;
+
+	if (len == 0)
+		return buf;
+	buf[0] = '\0';
+	while (i < n) {
+		size_t j = i;
+		char piece[32];
+		int k;
+
+		while (j + 1 < n && r[j + 1] == r[j] + 1)
+			j++;
+		k = j == i ? snprintf(piece, sizeof(piece), "%s%d", o ? ", " : "", r[i]) :
+		    snprintf(piece, sizeof(piece), "%s%d-%d", o ? ", " : "", r[i], r[j]);
+		/* room for this piece, and for the cut mark if more follow */
+		if (k < 0 || o + (size_t)k + (j + 1 < n ? sizeof(cut) - 1 : 0) >= len) {
+			if (o + sizeof(cut) - 1 < len)
+				memcpy(buf + o, cut, sizeof(cut));
+			return buf;
+		}
+		memcpy(buf + o, piece, (size_t)k + 1);
+		o += (size_t)k;
+		i = j + 1;
+	}
+	return buf;
+}
+
+/* Add rank to the sorted set; true if it is new. */
+static bool ranks_add(struct dpg_store_relay *r, int rank)
+{
+	size_t lo = 0, hi = r->nranks;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (r->ranks[mid] == rank)
+			return false;
+		if (r->ranks[mid] < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (r->nranks == r->rcap) {
+		size_t cap = r->rcap ? r->rcap * 2 : 16;
+		int *np;
+
+		if (r->rcap >= RELAY_RANKS_MAX || (np = realloc(r->ranks, cap * sizeof(*np))) == NULL)
+			return false;
+		r->ranks = np;
+		r->rcap = cap;
+	}
+	memmove(r->ranks + lo + 1, r->ranks + lo, (r->nranks - lo) * sizeof(*r->ranks));
+	r->ranks[lo] = rank;
+	r->nranks++;
+	return true;
+}
+
+/* What the relay registers upstream: the leader and the ranks it carries. */
+static void make_label(const struct dpg_store_relay *r, char *buf, size_t len)
+{
+	char list[160];
+	int n = snprintf(buf, len, "node leader rank %d on %s", r->lead_rank, r->node);
+
+	if (n < 0 || (size_t)n >= len)
+		return;
+	if (r->nranks == 0) {
+		snprintf(buf + n, len - (size_t)n, ", carrying its %d local ranks (none "
+			 "joined yet)", r->local_ranks);
+		return;
+	}
+	n += snprintf(buf + n, len - (size_t)n, ", carrying rank%s %s", r->nranks > 1 ? "s" : "",
+		      dpg_rank_ranges(r->ranks, r->nranks, list, sizeof(list)));
+	if ((size_t)n < len && (int)r->nranks < r->local_ranks)
+		snprintf(buf + n, len - (size_t)n, " (%d of its %d local ranks not "
+			 "joined yet)", r->local_ranks - (int)r->nranks, r->local_ranks);
 }
 
 /* ------------------------------------------------------------ epoll */
@@ -277,6 +373,7 @@ static void lconn_accept(struct dpg_store_relay *r)
 			continue;
 		}
 		c->fd = fd;
+		c->rank = -1;
 		c->state = LC_AUTH;
 		c->auth_deadline = dpg_now_ms() + RELAY_AUTH_MS;
 		ev.data.ptr = c;
@@ -365,6 +462,51 @@ static bool forward(struct dpg_store_relay *r, struct lconn *c,
 	return true;
 }
 
+/* A local client says which world rank it is: answer who leads, and mark
+ * the registration for renewal if the rank is new here. */
+static bool join(struct dpg_store_relay *r, struct lconn *c, const struct dpg_wire_hdr *h,
+		 const uint8_t *body)
+{
+	uint8_t m[DPG_WIRE_HDR + 160];
+	uint32_t v;
+	int n;
+
+	if (h->len != 4 || (v = dpg_le_get32(body)) > INT32_MAX ||
+	    (c->rank >= 0 && c->rank != (int)v))
+		return false;
+	c->rank = (int)v;
+	if (ranks_add(r, c->rank))
+		r->label_dirty = true;
+	n = snprintf((char *)m + DPG_WIRE_HDR, sizeof(m) - DPG_WIRE_HDR,
+		     "rank %d, local rank 0 on %s", r->lead_rank, r->node);
+	if (n < 0 || (size_t)n >= sizeof(m) - DPG_WIRE_HDR)
+		n = (int)(sizeof(m) - DPG_WIRE_HDR - 1);
+	dpg_wire_hdr_put(m, DPG_OP_JOIN | DPG_OP_REPLY, DPG_WIRE_OK, h->id, (uint32_t)n);
+	return buf_put(&c->out, m, DPG_WIRE_HDR + (size_t)n);
+}
+
+/* Send the registration again if the ranks changed and none is in flight. */
+static void label_renew(struct dpg_store_relay *r)
+{
+	char key[sizeof(DPG_RELAY_KEY_PREFIX) + DPG_RELAY_NAME_MAX], label[DPG_RELAY_LABEL_MAX];
+	uint8_t m[DPG_WIRE_HDR + 4 + sizeof(key) + sizeof(label)];
+	size_t kl, ll;
+
+	if (!r->label_dirty || r->label_upid != 0 || r->up_dead)
+		return;
+	kl = (size_t)snprintf(key, sizeof(key), "%s%s", DPG_RELAY_KEY_PREFIX, r->name);
+	make_label(r, label, sizeof(label));
+	ll = strlen(label);
+	r->label_upid = new_upid(r);
+	dpg_wire_hdr_put(m, DPG_OP_SET, 0, r->label_upid, (uint32_t)(4 + kl + ll));
+	dpg_le_put32(m + DPG_WIRE_HDR, (uint32_t)kl);
+	memcpy(m + DPG_WIRE_HDR + 4, key, kl);
+	memcpy(m + DPG_WIRE_HDR + 4 + kl, label, ll);
+	if (!buf_put(&r->upout, m, DPG_WIRE_HDR + 4 + kl + ll))
+		r->up_dead = true;
+	r->label_dirty = false;
+}
+
 /* Act on every complete message from c; false: close it. */
 static bool lconn_dispatch(struct dpg_store_relay *r, struct lconn *c)
 {
@@ -381,6 +523,7 @@ static bool lconn_dispatch(struct dpg_store_relay *r, struct lconn *c)
 		if (b->len - b->off < DPG_WIRE_HDR + (size_t)h.len)
 			break;
 		ok = c->state == LC_AUTH ? lconn_auth(r, c, &h, m + DPG_WIRE_HDR) :
+		     h.op == DPG_OP_JOIN ? join(r, c, &h, m + DPG_WIRE_HDR) :
 		     forward(r, c, &h, m);
 		if (!ok)
 			return false;
@@ -426,7 +569,9 @@ static void up_dispatch(struct dpg_store_relay *r)
 		}
 		if (b->len - b->off < DPG_WIRE_HDR + (size_t)h.len)
 			return;
-		p = pend_find(r, NULL, h.id, 0);
+		p = h.id == r->label_upid ? NULL : pend_find(r, NULL, h.id, 0);
+		if (h.id == r->label_upid)
+			r->label_upid = 0;	/* our registration's answer */
 		if (p != NULL) {	/* else: cancelled, or its client left */
 			if (!buf_put_msg(&p->c->out, m, DPG_WIRE_HDR + h.len, p->id))
 				lconn_close(r, p->c);
@@ -480,6 +625,7 @@ static void flush_all(struct dpg_store_relay *r)
 {
 	struct dl *it, *next;
 
+	label_renew(r);
 	if (!r->up_dead && buf_flush(r->upfd, &r->upout) != 0)
 		r->up_dead = true;
 	if (r->up_dead) {
@@ -598,6 +744,7 @@ static void relay_free(struct dpg_store_relay *r)
 	if (r->wakefd >= 0)
 		close(r->wakefd);
 	explicit_bzero(&r->key, sizeof(r->key));
+	free(r->ranks);
 	free(r);
 }
 
@@ -626,14 +773,15 @@ static int relay_listen(struct dpg_store_relay *r, const char *name, struct dpg_
 
 /* The one upstream connection, registered under DPG_RELAY_KEY_PREFIX name. */
 static int relay_upstream(struct dpg_store_relay *r, const char *host, uint16_t port,
-			  const uint8_t *secret, size_t slen, const char *label,
-			  int64_t deadline, const volatile int *abort, struct dpg_err *err)
+			  const uint8_t *secret, size_t slen, int64_t deadline,
+			  const volatile int *abort, struct dpg_err *err)
 {
-	char key[sizeof(DPG_RELAY_KEY_PREFIX) + DPG_RELAY_NAME_MAX];
+	char key[sizeof(DPG_RELAY_KEY_PREFIX) + DPG_RELAY_NAME_MAX], label[DPG_RELAY_LABEL_MAX];
 	struct dpg_store *s = NULL;
 	int rc = dpg_store_connect(host, port, secret, slen, deadline, abort, &s, err);
 
 	snprintf(key, sizeof(key), "%s%s", DPG_RELAY_KEY_PREFIX, r->name);
+	make_label(r, label, sizeof(label));
 	if (rc == 0)
 		rc = dpg_store_set(s, key, label, strlen(label), deadline, err);
 	if (rc != 0) {
@@ -665,9 +813,10 @@ static int relay_loop_setup(struct dpg_store_relay *r, struct dpg_err *err)
 }
 
 int dpg_store_relay_start(const char *name, const char *host, uint16_t port,
-			  const uint8_t *secret, size_t secret_len, const char *label,
-			  int64_t deadline_ms, const volatile int *abort,
-			  struct dpg_store_relay **out, struct dpg_err *err)
+			  const uint8_t *secret, size_t secret_len,
+			  const struct dpg_relay_leader *who, int64_t deadline_ms,
+			  const volatile int *abort, struct dpg_store_relay **out,
+			  struct dpg_err *err)
 {
 	struct dpg_store_relay *r;
 	int rc = dpg_wire_check_secret(secret, secret_len, err);
@@ -676,6 +825,8 @@ int dpg_store_relay_start(const char *name, const char *host, uint16_t port,
 		return rc;
 	if (name == NULL || name[0] == '\0' || strlen(name) >= DPG_RELAY_NAME_MAX)
 		return dpg_errf(err, "store relay: bad socket name");
+	if (who == NULL || who->rank < 0 || who->local_ranks < 1)
+		return dpg_errf(err, "store relay: no leader rank or local rank count");
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return dpg_errs(err, DPG_ERR_NOMEM, "store relay: out of memory");
@@ -685,10 +836,13 @@ int dpg_store_relay_start(const char *name, const char *host, uint16_t port,
 	memcpy(r->key.k, secret, secret_len);
 	r->key.len = secret_len;
 	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->lead_rank = who->rank;
+	r->local_ranks = who->local_ranks;
+	snprintf(r->node, sizeof(r->node), "%s", who->node != NULL && who->node[0] != '\0' ?
+		 who->node : "?");
 	rc = relay_listen(r, name, err);
 	if (rc == 0)
-		rc = relay_upstream(r, host, port, secret, secret_len,
-				    label != NULL ? label : name, deadline_ms, abort, err);
+		rc = relay_upstream(r, host, port, secret, secret_len, deadline_ms, abort, err);
 	if (rc == 0)
 		rc = relay_loop_setup(r, err);
 	if (rc == 0 && (rc = dpg_thread_start(&r->th, relay_main, r)) != 0)

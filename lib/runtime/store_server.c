@@ -202,14 +202,27 @@ static void conn_update_events(struct dpg_store_server *s, struct conn *c)
 	}
 }
 
+/* A node leader's relay ended while the store serves: the ranks it carried
+ * can no longer reach the store, so every wait parked now or later would
+ * wait for them until its deadline: it is answered with the leader's name
+ * and its ranks at once instead. */
+static void relay_lost(struct dpg_store_server *s, struct conn *c)
+{
+	slog(s, "lost", c->peer, "%s: its connection to the store ended (the node "
+	     "leader exited?); waits are answered with its loss from now on", c->label);
+	if (s->lost[0] == '\0')
+		snprintf(s->lost, sizeof(s->lost), "%s, is gone: its connection to rank "
+			 "0's store ended (the leader exited or its node failed)", c->label);
+	dpg_srv_fail_parked(s);
+}
+
 static void conn_close(struct dpg_store_server *s, struct conn *c)
 {
 	struct oseg *g, *next;
 
-	if (c->label[0] != '\0' && !s->stopping)
-		slog(s, "lost", c->peer, "%s: its connection to the store ended (the "
-		     "node leader exited?)", c->label);
 	dpg_srv_unpark_all(s, c);
+	if (c->label[0] != '\0' && !s->stopping)
+		relay_lost(s, c);
 	for (g = c->ohead; g != NULL; g = next) {
 		next = g->next;
 		dpg_blob_unref(g->ref);

@@ -10,10 +10,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "store_relay.h"	/* DPG_RELAY_LABEL_MAX */
 #include "store_table.h"
 #include "store_wire.h"
 
 struct oseg;				/* queued output (store_server.c) */
+
+#define DPG_SRV_LOST_MAX 384		/* the line naming a lost node leader */
 
 enum { CS_AUTH, CS_READY, CS_REFUSING };
 
@@ -39,7 +42,7 @@ struct conn {
 	uint32_t nparked;
 	size_t parked_bytes;		/* the cost of what is parked (store_ops.c) */
 	char peer[32];
-	char label[160];		/* a relay's registration (DPG_RELAY_KEY_PREFIX) */
+	char label[DPG_RELAY_LABEL_MAX];	/* a relay's registration (DPG_RELAY_KEY_PREFIX) */
 };
 
 struct dpg_store_server {
@@ -59,6 +62,9 @@ struct dpg_store_server {
 	struct conn *flush;
 	struct conn *graveyard;		/* closed, to free after the batch */
 	bool stopping;			/* server_free: connections end by our hand */
+	/* the first relay lost while serving ("" = none): from then on every
+	 * GET/WAIT that would park is answered DPG_WIRE_LOST with this text */
+	char lost[DPG_SRV_LOST_MAX];
 	/* log rate limiting */
 	int64_t log_sec;
 	unsigned log_lines;
@@ -76,5 +82,8 @@ int dpg_srv_handle(struct dpg_store_server *s, struct conn *c,
 		   const struct dpg_wire_hdr *h, const uint8_t *body, struct dpg_err *why);
 /* store_ops.c: forget every request c has parked (c is closing). */
 void dpg_srv_unpark_all(struct dpg_store_server *s, struct conn *c);
+/* store_ops.c: answer every request parked on any connection with
+ * DPG_WIRE_LOST and s->lost (a node leader's relay was lost). */
+void dpg_srv_fail_parked(struct dpg_store_server *s);
 
 #endif

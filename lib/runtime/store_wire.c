@@ -49,6 +49,7 @@ uint32_t dpg_wire_body_max(uint8_t op)
 	case DPG_OP_WAIT:
 		return 4 + DPG_STORE_WAIT_MAX_KEYS * (4 + DPG_STORE_KEY_MAX);
 	case DPG_OP_CANCEL:
+	case DPG_OP_JOIN:
 		return 4;
 	default:
 		return 0;
@@ -58,7 +59,8 @@ uint32_t dpg_wire_body_max(uint8_t op)
 const char *dpg_wire_op_name(uint8_t op)
 {
 	static const char *const names[] = {
-		"?", "HELLO", "AUTH", "SET", "GET", "ADD", "CAS", "WAIT", "DEL", "CANCEL"
+		"?", "HELLO", "AUTH", "SET", "GET", "ADD", "CAS", "WAIT", "DEL", "CANCEL",
+		"JOIN"
 	};
 
 	return op <= DPG_OP_MAX ? names[op] : "?";

@@ -19,9 +19,14 @@
  *     WAIT   count u32, count x key             reply: empty   (parks)
  *     DEL    key                                reply: existed u8
  *     CANCEL id u32 (a timed-out request)       no reply
+ *     JOIN   rank u32 (to a node's relay only:  reply: the leader, as text
+ *            the world rank of a local client)  ("rank L, local rank 0 on NODE")
  *   ADD keeps its integer as decimal ASCII text ("-12"), so GET of a counter
  *   returns readable text and CAS can compare it; ADD on a value that is not
  *   such a number answers an error.
+ *   Status 3 (lost) answers a GET or WAIT that would park once a node
+ *   leader's relay lost its connection while the store serves: its text names
+ *   the leader and the ranks it carried, whose keys can no longer come.
  *
  * Authentication: the raw secret never crosses the wire.  On accept the server
  * sends nonce Ns; the client answers Nc and HMAC-SHA256(secret, "dpg-store-v1
@@ -55,12 +60,12 @@
 
 enum dpg_wire_op {
 	DPG_OP_HELLO = 1, DPG_OP_AUTH, DPG_OP_SET, DPG_OP_GET, DPG_OP_ADD, DPG_OP_CAS,
-	DPG_OP_WAIT, DPG_OP_DEL, DPG_OP_CANCEL, DPG_OP_MAX = DPG_OP_CANCEL
+	DPG_OP_WAIT, DPG_OP_DEL, DPG_OP_CANCEL, DPG_OP_JOIN, DPG_OP_MAX = DPG_OP_JOIN
 };
 #define DPG_OP_REPLY 0x80		/* or'ed into the op of a reply */
 
 /* A reply's status, in its flags. */
-enum { DPG_WIRE_OK = 0, DPG_WIRE_ERROR = 1, DPG_WIRE_REFUSED = 2 };
+enum { DPG_WIRE_OK = 0, DPG_WIRE_ERROR = 1, DPG_WIRE_REFUSED = 2, DPG_WIRE_LOST = 3 };
 
 #define DPG_WIRE_LABEL_CLIENT "dpg-store-v1 client"
 #define DPG_WIRE_LABEL_SERVER "dpg-store-v1 server"

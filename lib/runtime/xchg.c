@@ -7,6 +7,7 @@
 #include "net.h"	/* dpg_now_ms */
 #include "store.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,10 +97,11 @@ static int member_run(const struct dpg_xchg_group *g, const void *v,
 	if (rc == 0)
 		rc = dpg_store_get(g->store, all, (void **)&got, &glen,
 				   deadline + DPG_XCHG_GRACE_MS, &se);
-	if (rc != 0)
+	if (rc != 0)	/* the store's own connection broke: rank 0 is gone */
 		return dpg_errs(e, (dpg_status_t)-rc, "%.400s%s", se.msg,
-				rc == -DPG_ERR_PEER ? " (rank 0 serves the store: "
-				"did it exit?)" : "");
+				rc == -DPG_ERR_PEER && dpg_store_broken(g->store) &&
+				!dpg_store_relayed(g->store) ?
+				" (rank 0 serves the store: did it exit?)" : "");
 	x->blob = got;
 	if (glen >= 2 && got[0] == 'E') {
 		dpg_status_t st = (dpg_status_t)got[1];
@@ -212,6 +214,7 @@ static int leader_run(const struct dpg_xchg_group *g, const void *v,
 	struct gather G = { 0 };
 	uint8_t *b = NULL;
 	size_t total = 0;
+	bool lost;
 	int rc;
 
 	snprintf(all, sizeof(all), "%s/all", g->prefix);
@@ -227,6 +230,10 @@ static int leader_run(const struct dpg_xchg_group *g, const void *v,
 	G.vals[0] = (void *)v;
 	G.lens[0] = vlen;
 	rc = collect(g, &G, t0, deadline, e);
+	/* a node leader lost (the store answered so, its connection fine):
+	 * every member's wait is answered alike, and that node's ranks will
+	 * never acknowledge */
+	lost = rc == -DPG_ERR_PEER && !dpg_store_broken(g->store);
 	if (rc == 0 && check != NULL) {
 		struct dpg_xchg tmp = { NULL, (const uint8_t **)G.vals, G.lens, g->n };
 
@@ -234,7 +241,8 @@ static int leader_run(const struct dpg_xchg_group *g, const void *v,
 	}
 	if (rc != 0) {
 		publish_error(g, all, rc, e->msg, deadline + DPG_XCHG_GRACE_MS);
-		wait_acks(g, g->n - 1 - G.missing);
+		if (!lost)
+			wait_acks(g, g->n - 1 - G.missing);
 		gather_free(&G, g->n);
 		return rc;
 	}

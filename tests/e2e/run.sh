@@ -956,6 +956,54 @@ c_fx_toomany_required() { # the same failure inside a task callback, plugin "req
 }
 pcase "fixture: the same refusal with the plugin required: tasks fail clearly, no drain" c_fx_toomany_required
 
+# --- the node's topology cache: the first step discovers and saves, the next loads
+tc_step() { # N: one --dpg-verbose demo step; "how" of each startup line into $WORK/tc$N.how
+	local n=$1 rc
+	echo "\$ srun -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 --dpg-verbose allreduce_demo   (step $n)"
+	timeout 60 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" --dpg-verbose \
+		env DPG_TIMEOUT=20 "$E2E_DEMO" >"$WORK/tc$n.out" 2>"$WORK/tc$n.err"; rc=$?
+	grep '^dpg: startup ' "$WORK/tc$n.err"
+	[ $rc = 0 ] || { show "$WORK/tc$n.err" stderr; fail "step $n: srun exited $rc"; return 1; }
+	grep '^dpg: startup ' "$WORK/tc$n.err" | sed -n 's/.* plan [0-9.]* ms (\([a-z]*\)),.*/\1/p' |
+		sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }' >"$WORK/tc$n.how"
+	[ "$(grep -c '^dpg: startup ' "$WORK/tc$n.err")" = 3 ] ||
+		fail "step $n: want 3 startup lines (rank 0 and the leaders of n2, n3)"
+}
+c_topo_cache() { # topology_cache=DIR: live then cached; topology_cache=no: live, the file untouched
+	local dir=$LAB/topocache f m1 m2 rc=0
+	f=$dir/topology.cache
+	rm -rf "$dir"
+	plugstack "optional $SO topology_cache=$dir"
+	echo "plugstack.conf: optional dpg.so topology_cache=$dir   (no such directory yet)"
+	tc_step 1 && tc_step 2 || rc=1
+	m1=$(stat -c '%Y.%Z %i' "$f" 2>/dev/null)
+	plugstack "optional $SO topology_cache=no"
+	echo "plugstack.conf: optional dpg.so topology_cache=no"
+	[ $rc = 0 ] && { tc_step 3 || rc=1; }
+	plugstack_restore
+	[ $rc = 0 ] || return 1
+	m2=$(stat -c '%Y.%Z %i' "$f" 2>/dev/null)
+	echo "step 1: $(cat "$WORK/tc1.how"); step 2: $(cat "$WORK/tc2.how"); step 3: $(cat "$WORK/tc3.how")"
+	grep -q 'live' "$WORK/tc1.how" || fail "step 1 found an empty cache, yet no node discovered live" || return 1
+	[ -f "$f" ] && [ ! -L "$f" ] || fail "no cache file $f after step 1" || return 1
+	[ "$(stat -c '%U %a' "$dir")" = "root 700" ] ||
+		fail "cache directory $(stat -c '%U %a' "$dir"), want root 700" || return 1
+	[ "$(stat -c '%U' "$f")" = root ] && [ $((0$(stat -c '%a' "$f") & 022)) = 0 ] ||
+		fail "cache file $(stat -c '%U %a' "$f"): want root's, not group/other-writable" || return 1
+	[ "$(cat "$WORK/tc2.how")" = "cached x3" ] ||
+		fail "step 2 on the same nodes: want every node's topology (cached), got $(cat "$WORK/tc2.how")" || return 1
+	[ "$(cat "$WORK/tc3.how")" = "live x3" ] ||
+		fail "topology_cache=no: want every node live, got $(cat "$WORK/tc3.how")" || return 1
+	[ "$m1" = "$m2" ] || fail "topology_cache=no rewrote the cache file ($m1 -> $m2)" || return 1
+	note "$(grep -m1 '^dpg: startup ' "$WORK/tc2.err")"
+}
+if [ -n "$E2E_DEMO" ]; then
+	pcase "plugstack topology_cache=DIR: first step live, the next cached on every node; =no: live" \
+		c_topo_cache
+else
+	skip_case "plugstack topology_cache=DIR" "no allreduce_demo (make check-e2e builds it)"
+fi
+
 # --- the plugstack's bind= and the user's --dpg-bind (live topology)
 pcase "plugstack bind=none (live): not bound" \
 	c_conf_step "bind=none" --tasks 2 --gpus 0 --bind none "${PLAN[@]}" --conf bind=none -- \

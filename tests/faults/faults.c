@@ -2544,6 +2544,95 @@ static void c_term_rendezvous(struct fcase *fc)
 	fail(fc, "the ranks always finished the rendezvous before rank 2 was stopped");
 }
 
+/* ---------------------------------------------------------------- node leader dies */
+
+/* Until the store holds the greetings of ranks first..last (each raw GET
+ * parks up to 3 s); false at the deadline. */
+static bool greetings_in(uint16_t port, int first, int last, double until)
+{
+	struct raw c = { .fd = -1 };
+	char key[64], v[512];
+	int r = first;
+
+	while (r <= last && mono() < until) {
+		if (c.fd < 0 && raw_login(port, SECRET_A, &c) != 0) {
+			raw_close(&c);
+			sleep_s(0.05);
+			continue;
+		}
+		snprintf(key, sizeof(key), "dpg/x/hello/%d", r);
+		if (raw_get(&c, key, v, sizeof(v)) == 0)
+			r++;
+		else
+			raw_close(&c);	/* out of step after a timeout: anew */
+	}
+	raw_close(&c);
+	return r > last;
+}
+
+/* 3 nodes x 2 ranks; rank 5 never starts, so ranks 0-4 wait in dpg_init's
+ * greeting exchange.  Rank 2, local rank 0 of lnode1 and so the leader whose
+ * relay carries ranks 2-3, is SIGKILLed: every survivor fails at once,
+ * rank 0 and the other nodes' ranks with the store's line naming the leader
+ * and the ranks it carried, rank 3 naming its leader by world rank. */
+static void c_kill_leader_rendezvous(struct fcase *fc)
+{
+	static const char *const node[3] = { "lnode0", "lnode1", "lnode2" };
+	static const char carried[] = "node leader rank 2 on lnode1, carrying ranks 2-3, is gone";
+	static const char mine[] = "the node leader (rank 2, local rank 0 on lnode1) closed";
+	struct wcfg w = { .kind = W_INIT, .hold_rank = -1 };
+	struct rspec rs = { .world = 6, .port = free_port(), .secret = SECRET_A, .lsize = 2,
+			    .timeout_s = g_timeout, .w = w };
+	struct expect e = { .st_mask = M(DPG_ERR_PEER), .max_s = 3.0, .op = "dpg_init",
+			    .name_rank = 2 };
+	int slots[5], surv[4], ns = 0, worded = 0;
+	double t_fault, worst = 0;
+
+	for (int r = 0; r < 5; r++) {
+		rs.rank = r;
+		rs.lrank = r % 2;
+		rs.node = node[r / 2];
+		slots[r] = spawn(fc, &rs);
+		if (r != 2)
+			surv[ns++] = slots[r];
+	}
+	if (!greetings_in(rs.port, 1, 4, mono() + 2 * g_timeout) ||
+	    any_failed(fc, slots, 5)) {
+		fail(fc, "ranks 1-4 did not all greet in dpg_init");
+		return;
+	}
+	sleep_s(0.3);	/* the members park on the table, the relay registered 3 */
+	t_fault = mono();
+	inject(fc->pid[slots[2]], SIGKILL);
+	wait_exit(fc, surv, ns, t_fault + g_timeout + 5);
+	kill_slot(fc, slots[2]);
+	kill_rest(fc, true);
+	for (int i = 0; i < ns; i++) {
+		struct rec *r = &sh->r[surv[i]];
+		const char *want = r->rank == 3 ? mine : carried;
+		double d = check_survivor(fc, surv[i], t_fault, &e);
+
+		if (d < 0)
+			continue;
+		if (strstr(r->err, want) == NULL)
+			fail(fc, "rank %d: the message does not say \"%s\": %s", r->rank, want,
+			     r->err);
+		else
+			worded++;
+		if (d > worst)
+			worst = d;
+	}
+	if (log_count(fc, slots[0], "dpg store: lost") < 1 ||
+	    log_count(fc, slots[0], "node leader rank 2 on lnode1, carrying ranks 2-3") < 1)
+		fail(fc, "rank 0's store did not log the lost leader with its ranks");
+	check_exit(fc, surv, ns, g_timeout);
+	outcome(fc, "3 nodes x 2, rank 5 absent: leader rank 2 SIGKILLed in the greeting "
+		"exchange; %d/%d survivors -> DPG_ERR_PEER within %.0f ms naming the leader "
+		"(rank 3: its leader by world rank; the others: the ranks it carried)", worded,
+		ns, worst * 1e3);
+	outcome(fc, "rank 3: \"%.200s\"", sh->r[slots[3]].err);
+}
+
 static struct fcase cases[] = {
 	{ .name = "kill-allreduce-shm", .what = "SIGKILL rank 2 of 4 mid-allreduce (32 MiB), shared memory",
 	  .fn = c_kill_allreduce_shm },
@@ -2562,6 +2651,9 @@ static struct fcase cases[] = {
 	  .fn = c_kill_store_training_shm },
 	{ .name = "kill-store-training-tcp", .what = "SIGKILL rank 0 (store) mid-allreduce, TCP ring",
 	  .fn = c_kill_store_training_tcp },
+	{ .name = "kill-leader-rendezvous", .what = "SIGKILL node leader rank 2 (3 nodes x 2) while the "
+	  "others wait in dpg_init",
+	  .fn = c_kill_leader_rendezvous },
 	{ .name = "kill-store-finalize", .what = "SIGKILL rank 0 (store) while the others are in dpg_finalize",
 	  .fn = c_kill_store_finalize },
 	{ .name = "stop-peer-shm", .what = "SIGSTOP rank 1 of 3 mid-allreduce (a peer that stops reading), "

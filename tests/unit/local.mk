@@ -44,7 +44,9 @@ UNIT_LAUNCH = tests/unit/launch/test_bindenv tests/unit/launch/test_conf \
 	tests/unit/launch/test_killfail tests/unit/launch/test_opts \
 	tests/unit/launch/test_plan tests/unit/launch/test_topocache \
 	tests/unit/launch/test_probe tests/unit/launch/test_checkrow \
-	tests/unit/launch/test_checkp2p
+	tests/unit/launch/test_checkp2p tests/unit/launch/test_topo_pack
+tests_unit_launch_test_topo_pack_CPPFLAGS = $(UNIT_CPPFLAGS) -DDPG_SRCDIR='"$(abs_top_srcdir)"'
+tests_unit_launch_test_topo_pack_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_launch_test_probe_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_launch_test_probe_LDADD = $(LAUNCH_TEST_LDADD)
 tests_unit_launch_test_checkrow_CPPFLAGS = $(UNIT_CPPFLAGS)

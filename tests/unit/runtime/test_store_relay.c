@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_store_relay.c - unit tests for the node leader's relay,
  * lib/runtime/store_relay.c: local clients through one relay against a real
- * store server (ADD order, wake-ups, deadlines, deaths, strangers). */
+ * store server (ADD order, wake-ups, deadlines, deaths named, strangers). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -32,6 +32,8 @@ static const uint8_t OTHER[32] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
 
 #define NCLIENTS 8
 #define NADDS 50
+/* the leader of node n1, whose four ranks are 4-7 */
+static const struct dpg_relay_leader LEADER = { 4, "n1", 4 };
 #define LABEL "node leader rank 4 on n1, carrying ranks 4-7"
 
 static int64_t in_ms(int64_t ms)
@@ -69,7 +71,7 @@ static int start_relay(struct fx *f)
 {
 	struct dpg_err err;
 	int rc = dpg_store_relay_start(f->name, "127.0.0.1", f->port, SECRET, sizeof(SECRET),
-				       LABEL, in_ms(5000), NULL, &f->relay, &err);
+				       &LEADER, in_ms(5000), NULL, &f->relay, &err);
 
 	if (rc != 0)
 		fprintf(stderr, "relay: %s\n", err.msg);
@@ -93,15 +95,54 @@ static int teardown(void **state)
 	return 0;
 }
 
-static struct dpg_store *local(const struct fx *f)
+/* A local client of world rank `rank` (4..7). */
+static struct dpg_store *local(const struct fx *f, int rank)
 {
 	struct dpg_store *s = NULL;
 	struct dpg_err err;
 
-	if (dpg_store_connect_relay(f->name, "127.0.0.1:store", "rank 4 on n1", SECRET,
+	if (dpg_store_connect_relay(f->name, "127.0.0.1:store", rank, SECRET,
 				    sizeof(SECRET), in_ms(5000), NULL, &s, &err) != 0)
 		fail_msg("connect through the relay: %s", err.msg);
 	return s;
+}
+
+static struct dpg_store *direct(const struct fx *f)
+{
+	struct dpg_store *s = NULL;
+	struct dpg_err err;
+
+	if (dpg_store_connect("127.0.0.1", f->port, SECRET, sizeof(SECRET), in_ms(5000),
+			      NULL, &s, &err) != 0)
+		fail_msg("connect to the store: %s", err.msg);
+	return s;
+}
+
+/* Poll the relay's registration at the store until it reads want (3 s);
+ * returns whether it did, the last value read in got. */
+static bool label_becomes(const struct fx *f, const char *want, char *got, size_t glen)
+{
+	char key[sizeof(DPG_RELAY_KEY_PREFIX) + DPG_RELAY_NAME_MAX];
+	struct dpg_store *d = direct(f);
+	int64_t end = in_ms(3000);
+	bool same = false;
+
+	snprintf(key, sizeof(key), "%s%s", DPG_RELAY_KEY_PREFIX, f->name);
+	do {
+		struct dpg_err err;
+		void *v = NULL;
+		size_t len = 0;
+
+		got[0] = '\0';
+		if (dpg_store_get(d, key, &v, &len, in_ms(1000), &err) == 0)
+			snprintf(got, glen, "%.*s", (int)len, (char *)v);
+		free(v);
+		same = strcmp(got, want) == 0;
+		if (!same)
+			usleep(5000);
+	} while (!same && dpg_now_ms() < end);
+	dpg_store_close(d);
+	return same;
 }
 
 /* Poll cond-like: until the store's parked count is want (2 s). */
@@ -138,6 +179,7 @@ static void test_relay_name(void **state)
 
 struct adder {
 	const struct fx *f;
+	int idx;
 	int64_t got[NADDS];
 	int rc;
 };
@@ -145,7 +187,7 @@ struct adder {
 static void *add_main(void *arg)
 {
 	struct adder *a = arg;
-	struct dpg_store *s = local(a->f);
+	struct dpg_store *s = local(a->f, 4 + a->idx % 4);
 	struct dpg_err err;
 
 	for (int i = 0; i < NADDS && a->rc == 0; i++)
@@ -167,7 +209,7 @@ static void test_adds_through_relay(void **state)
 	int64_t v = 0;
 
 	for (int i = 0; i < NCLIENTS; i++) {
-		a[i] = (struct adder){ .f = f };
+		a[i] = (struct adder){ .f = f, .idx = i };
 		assert_int_equal(pthread_create(&th[i], NULL, add_main, &a[i]), 0);
 	}
 	for (int i = 0; i < NCLIENTS; i++)
@@ -201,7 +243,7 @@ struct waiter {
 static void *wait_main(void *arg)
 {
 	struct waiter *w = arg;
-	struct dpg_store *s = local(w->f);
+	struct dpg_store *s = local(w->f, 5);
 	const char *keys[2] = { "a", "b" };
 	struct dpg_err err;
 
@@ -258,7 +300,7 @@ static void test_wait_wakes_through_relay(void **state)
 static void test_deadline_through_relay(void **state)
 {
 	struct fx *f = *state;
-	struct dpg_store *s = local(f);
+	struct dpg_store *s = local(f, 6);
 	struct dpg_store_relay_stats rs;
 	struct dpg_err err;
 	int64_t t0 = dpg_now_ms();
@@ -299,7 +341,7 @@ static void test_local_client_killed(void **state)
 		void *val;
 		size_t len;
 
-		if (dpg_store_connect_relay(f->name, "x", NULL, SECRET, sizeof(SECRET),
+		if (dpg_store_connect_relay(f->name, "x", 7, SECRET, sizeof(SECRET),
 					    in_ms(5000), NULL, &s, &err) != 0)
 			_exit(2);
 		dpg_store_get(s, "never", &val, &len, in_ms(30000), &err);
@@ -331,12 +373,12 @@ static void test_stranger_refused(void **state)
 	struct dpg_err err;
 	int64_t v = 0;
 
-	assert_int_equal(dpg_store_connect_relay(f->name, "127.0.0.1:store", NULL, OTHER,
+	assert_int_equal(dpg_store_connect_relay(f->name, "127.0.0.1:store", 5, OTHER,
 						 sizeof(OTHER), in_ms(2000), NULL, &s, &err),
 			 -DPG_ERR_AUTH);
 	assert_null(s);
 	assert_non_null(strstr(err.msg, "refused our job secret"));
-	s = local(f);
+	s = local(f, 5);
 	assert_int_equal(dpg_store_add(s, "n", 5, &v, in_ms(2000), &err), 0);
 	assert_int_equal(v, 5);
 	dpg_store_close(s);
@@ -354,17 +396,48 @@ static bool file_has(int fd, const char *what)
 	return strstr(buf, what) != NULL;
 }
 
-/* The relay's process dies: its local clients hear that the node leader
- * closed the connection, and the store names the leader and its ranks. */
+struct parked {
+	const struct fx *f;
+	int rc;
+	char msg[512];
+	bool broken;
+};
+
+/* A direct client (another node's rank) parks a GET nobody will answer. */
+static void *parked_main(void *arg)
+{
+	struct parked *p = arg;
+	struct dpg_store *d = direct(p->f);
+	struct dpg_err err = { { 0 } };
+	void *v = NULL;
+	size_t len = 0;
+
+	p->rc = dpg_store_get(d, "from/rank/6", &v, &len, in_ms(20000), &err);
+	snprintf(p->msg, sizeof(p->msg), "%s", err.msg);
+	p->broken = dpg_store_broken(d);
+	free(v);
+	dpg_store_close(d);
+	return NULL;
+}
+
+/* The relay's process dies with its four ranks joined: its local clients
+ * hear that the node leader (its world rank named) closed the connection;
+ * the store logs the leader with the ranks it carried, and a wait parked by
+ * another node's rank, and any wait after it, ends at once with that line,
+ * the connection still usable. */
 static void test_relay_killed(void **state)
 {
 	struct fx *f = *state;
-	char path[] = "/tmp/dpg-relay-test-XXXXXX";
+	char path[] = "/tmp/dpg-relay-test-XXXXXX", got[DPG_RELAY_LABEL_MAX];
 	int cap = mkstemp(path), saved = dup(2);
-	struct dpg_store *s;
+	struct parked pk = { .f = f };
+	struct dpg_store *s[4], *d;
 	struct dpg_err err;
 	bool named = false;
-	int64_t end;
+	void *v = NULL;
+	size_t len = 0;
+	pthread_t th;
+	int64_t end, t0;
 	pid_t pid;
 	int st;
 
@@ -378,9 +451,14 @@ static void test_relay_killed(void **state)
 		pause();
 		_exit(3);
 	}
-	s = local(f);
-	assert_int_equal(dpg_store_set(s, "k", "v", 1, in_ms(2000), &err), 0);
+	for (int i = 0; i < 4; i++)
+		s[i] = local(f, 4 + i);
+	assert_int_equal(dpg_store_set(s[0], "k", "v", 1, in_ms(2000), &err), 0);
+	assert_true(label_becomes(f, LABEL, got, sizeof(got)));
+	assert_int_equal(pthread_create(&th, NULL, parked_main, &pk), 0);
+	assert_int_equal(parked_becomes(f, 1), 1);
 	dup2(cap, 2);
+	t0 = dpg_now_ms();
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	end = in_ms(3000);
@@ -392,15 +470,80 @@ static void test_relay_killed(void **state)
 	assert_true(named);
 	assert_true(file_has(cap, "dpg store: lost"));
 	close(cap);
-	assert_int_equal(dpg_store_set(s, "k", "w", 1, in_ms(2000), &err), -DPG_ERR_PEER);
-	assert_non_null(strstr(err.msg, "node leader (rank 4 on n1)"));
-	dpg_store_close(s);
+	/* the parked wait of another node's rank: at once, naming leader and ranks */
+	pthread_join(th, NULL);
+	assert_int_equal(pk.rc, -DPG_ERR_PEER);
+	assert_true(dpg_now_ms() - t0 < 3000);
+	assert_non_null(strstr(pk.msg, "from/rank/6"));
+	assert_non_null(strstr(pk.msg, LABEL ", is gone"));
+	assert_false(pk.broken);
+	/* a later wait too; what is set is still there, and sets still work */
+	d = direct(f);
+	assert_int_equal(dpg_store_get(d, "later", &v, &len, in_ms(5000), &err), -DPG_ERR_PEER);
+	assert_non_null(strstr(err.msg, LABEL ", is gone"));
+	assert_int_equal(dpg_store_get(d, "k", &v, &len, in_ms(2000), &err), 0);
+	assert_int_equal(len, 1);
+	free(v);
+	assert_int_equal(dpg_store_set(d, "k2", "w", 1, in_ms(2000), &err), 0);
+	dpg_store_close(d);
+	/* the local ranks: their leader, by its world rank */
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(dpg_store_set(s[i], "k", "w", 1, in_ms(2000), &err),
+				 -DPG_ERR_PEER);
+		assert_non_null(strstr(err.msg, "the node leader (rank 4, local rank 0 on "
+					"n1) closed the connection"));
+		dpg_store_close(s[i]);
+	}
+}
+
+/* The registration follows the ranks that joined: none, some (told how
+ * many are missing), all; a rank joining twice (its second connection)
+ * counts once. */
+static void test_relay_registers_ranks(void **state)
+{
+	struct fx *f = *state;
+	char got[DPG_RELAY_LABEL_MAX];
+	struct dpg_store *s[5];
+
+	assert_true(label_becomes(f, "node leader rank 4 on n1, carrying its 4 local "
+				  "ranks (none joined yet)", got, sizeof(got)));
+	s[0] = local(f, 4);
+	s[1] = local(f, 6);
+	s[2] = local(f, 6);
+	if (!label_becomes(f, "node leader rank 4 on n1, carrying ranks 4, 6 (2 of its 4 "
+			   "local ranks not joined yet)", got, sizeof(got)))
+		fail_msg("registration: '%s'", got);
+	s[3] = local(f, 7);
+	s[4] = local(f, 5);
+	if (!label_becomes(f, LABEL, got, sizeof(got)))
+		fail_msg("registration: '%s'", got);
+	for (int i = 0; i < 5; i++)
+		dpg_store_close(s[i]);
+}
+
+static void test_rank_ranges(void **state)
+{
+	static const int a[] = { 4, 5, 6, 7 }, b[] = { 0, 2, 5, 6, 9 };
+	static const int c[] = { 100000, 100002, 100004, 100006, 100008 };
+	char buf[64], small[20];
+
+	(void)state;
+	assert_string_equal(dpg_rank_ranges(a, 4, buf, sizeof(buf)), "4-7");
+	assert_string_equal(dpg_rank_ranges(b, 5, buf, sizeof(buf)), "0, 2, 5-6, 9");
+	assert_string_equal(dpg_rank_ranges(a, 1, buf, sizeof(buf)), "4");
+	assert_string_equal(dpg_rank_ranges(a, 0, buf, sizeof(buf)), "");
+	/* cut where it does not fit, never mid-number */
+	assert_string_equal(dpg_rank_ranges(c, 5, small, sizeof(small)), "100000, 100002, ...");
+	assert_string_equal(dpg_rank_ranges(c, 2, small, sizeof(small)), "100000, 100002");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_relay_name),
+		cmocka_unit_test(test_rank_ranges),
+		cmocka_unit_test_setup_teardown(test_relay_registers_ranks, setup_relay,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_adds_through_relay, setup_relay, teardown),
 		cmocka_unit_test_setup_teardown(test_wait_wakes_through_relay, setup_relay,
 						teardown),
