@@ -116,6 +116,18 @@ check_ckpt() {
 	has "$1" '^\| 2 \| [0-9.]+ \|' "the world-2 row"
 }
 
+# the requeue protocol's question per step: dpg_stop_requested, dpg_barrier
+# and a 4-byte all-reduce on shm and tcp at world 2, the torch peer if there
+check_stop() {
+	has "$1" "$host_line" "the host line" &&
+	table "$1" '^\| world \| path \| call \| us/call \|' 6 1 4 &&
+	has "$1" '^\| 2 \| shm \| dpg_stop_requested \| [0-9.]+ \|' "the shm dpg_stop_requested row" &&
+	has "$1" '^\| 2 \| tcp \| dpg_stop_requested \| [0-9.]+ \|' "the tcp dpg_stop_requested row" &&
+	if has "$1" '^skip: peer torch: ' "" >/dev/null; then :; else
+		has "$1" '^\| 2 \| tcp \(gloo, loopback\) \| torch gloo all_reduce\(MAX\) 1 x int32 \| [0-9.]+ \|' "the torch peer's row"
+	fi
+}
+
 # the GPU benches (bench/gpu_bench.sh): the collectives' table with a row per
 # op, the optimizer kernels against the copy, train's GPU/CPU line
 check_gpu() {
@@ -166,6 +178,7 @@ smoke store_bench bash check_store
 smoke store_scale bash check_store_scale
 smoke zero_bench sh check_zero
 smoke ckpt_bench sh check_ckpt
+smoke stop_bench sh check_stop
 smoke gpu_bench sh check_gpu
 # the launch overhead needs root and a Slurm minicluster (tests/e2e): too long
 # for this stage; BENCH_LAUNCH=1 runs it in smoke mode too (its own checks)

@@ -420,6 +420,7 @@ static uint64_t get_u64(const unsigned char *p)
 static int save(struct trainer *t, long done)
 {
 	unsigned char x[EXTRA_LEN];
+	double t0 = now_s();
 	dpg_status_t st;
 
 	memcpy(x, EXTRA_MAGIC, 8);
@@ -431,7 +432,8 @@ static int save(struct trainer *t, long done)
 	if ((st = dpg_zero_save(t->z, t->cfg.ckpt_dir, x, sizeof(x))) != DPG_OK)
 		return fail(t, st);
 	if (t->rank == 0)
-		printf("saved step %ld to %s\n", done, t->cfg.ckpt_dir);
+		printf("saved step %ld to %s in %.3f s\n", done, t->cfg.ckpt_dir,
+		       now_s() - t0);
 	return 0;
 }
 

@@ -418,9 +418,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 /* DPG_REQUEUE=GRACE: dpg_init installs its stop-signal handlers.  Until
  * then the task holds Slurm's warning (SIGUSR1 blocked, inherited through
  * exec): one that comes during start-up stays pending instead of killing
- * the task, and dpg_init lets it through. */
+ * the task, and dpg_init lets it through.  It is also ignored (inherited
+ * too): a shell in between that unblocks every signal for the commands it
+ * runs (dash, Debian's /bin/sh) then drops the warning rather than dying of
+ * it.  Linux never discards a blocked signal as ignored, so a pending one
+ * still reaches the handler dpg_init installs. */
 static int export_requeue(spank_t sp)
 {
+	struct sigaction ign;
 	sigset_t set;
 	char v[16];
 
@@ -428,6 +433,12 @@ static int export_requeue(spank_t sp)
 	sigaddset(&set, SIGUSR1);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
 		slurm_error("dpg: --dpg-requeue: cannot hold SIGUSR1 until "
+			    "dpg_init: %s", strerror(errno));
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	if (sigaction(SIGUSR1, &ign, NULL) != 0)
+		slurm_error("dpg: --dpg-requeue: cannot ignore SIGUSR1 until "
 			    "dpg_init: %s", strerror(errno));
 
 	snprintf(v, sizeof(v), "%d", st.req.requeue);

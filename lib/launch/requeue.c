@@ -20,7 +20,8 @@ int dpg_requeue_parse(const char *what, const char *s, int *out,
 	if (s == NULL || dpg_parse_ulong(s, 0, DPG_REQUEUE_MAX, &v) != 0)
 		return dpg_errf(err, "invalid %s '%s': expected GRACE, the seconds "
 				"between Slurm's warning signal and the time limit, "
-				"0-%d (0 = off), e.g. %s=120", what,
+				"0-%d (0 = off; Slurm's --signal limit), e.g. "
+				"%s=120", what,
 				dpg_err_quote(s ? s : "", q, sizeof(q)),
 				DPG_REQUEUE_MAX, what);
 	*out = (int)v;

@@ -8,7 +8,9 @@
 
 #include "err.h"
 
-#define DPG_REQUEUE_MAX 86400		/* a day of grace at most */
+/* Slurm's --signal sig_time is 0-65535 (sbatch(1), Slurm 22.05): a larger
+ * GRACE would reach sbatch/srun as a --signal it refuses. */
+#define DPG_REQUEUE_MAX 65535
 #define DPG_REQUEUE_SIGNAL "USR1"	/* Slurm's warning signal */
 
 /* GRACE: seconds, 0 (off) .. DPG_REQUEUE_MAX; what names the source. */

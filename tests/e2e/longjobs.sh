@@ -8,7 +8,8 @@
 # --dpg-kill-on-fail=no (or kill_on_fail=no in plugstack.conf) the survivors
 # must run on until they wake and fail themselves.  Both for a PyTorch gloo
 # job (no libdpg inside: tests/e2e/ff_victim.py) and a C libdpg job
-# (coll_victim with DPG_E2E_HOLD_S).
+# (coll_victim with DPG_E2E_HOLD_S).  And what is left after a batch job
+# failed so: its output, scontrol, sacct (no slurmdbd) and sacct -c.
 
 FF_HOLD=${FF_HOLD:-12}	# seconds the survivors compute after the kill
 FF_MAX=${FF_MAX:-5}	# the bound: srun returns within FF_MAX s of the kill
@@ -96,6 +97,54 @@ c_ff_abbrev() { # an abbreviated option srun accepts but the plugin saw too late
 	note "$(grep -m1 'dpg: ' <<<"$out" | cut -c1-120)"
 }
 
+# What a user has after the job: a batch job whose srun step loses rank 3
+# (kill -9; the survivors would hold FF_HOLD s).  The job's output keeps
+# srun's line naming the rank and node; scontrol shows the job FAILED with
+# srun's exit code.  sacct: the minicluster has no slurmdbd (Slurm 22.05's
+# only accounting storage besides none), so plain sacct says that storage
+# is disabled; with JobCompType=jobcomp/filetxt "sacct -c" shows the job's
+# completion record (State, ExitCode, the job's NodeList): a job record, no
+# step and no rank in it (with slurmdbd a step's record has the step's nodes
+# and the largest exit code, not the first rank to fail either).
+c_ff_batch() {
+	local w=$WORK/ff-batch j st n=0 first ec acct rc comp
+	rm -rf "$w"
+	mkdir -p "$w"
+	j=$(sbatch --parsable -N3 --ntasks-per-node=2 -o "$w/job.out" -J e2e-ff-batch --wrap \
+		"srun --dpg-gpus-per-task=0 env DPG_TIMEOUT=60 DPG_E2E_VICTIM=3 DPG_E2E_KILL_AT=3 DPG_E2E_COUNT=4096 DPG_E2E_HOLD_S=$FF_HOLD DPG_E2E_DEATH=$w/death $E2E_VICTIM" 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "\$ sbatch -N3 --ntasks-per-node=2 --wrap 'srun --dpg-gpus-per-task=0 ... coll_victim'   -> job $j"
+	while [ $n -lt 900 ]; do
+		st=$(job_state "$j")
+		case $st in PENDING|CONFIGURING|RUNNING|COMPLETING|'') sleep 0.1;; *) break;; esac
+		n=$((n + 1))
+	done
+	show "$w/job.out" "job output"
+	[ "$st" = FAILED ] || fail "job $j ended '$st', want FAILED" || return 1
+	first=$(grep -m1 -E '^srun: error: [^ ]+: tasks? [0-9,-]+: ' "$w/job.out")
+	[ "$first" = "srun: error: n2: task 3: Killed" ] ||
+		fail "the job output's first task line is '$first', want 'srun: error: n2: task 3: Killed'" || return 1
+	ec=$(scontrol show job "$j" | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2)
+	echo "scontrol show job $j: JobState=$st ExitCode=$ec"
+	[ -n "$ec" ] && [ "$ec" != 0:0 ] || fail "scontrol: ExitCode '$ec'" || return 1
+	acct=$(sacct -j "$j" --format=JobID,State,ExitCode,NodeList 2>&1); rc=$?
+	echo "\$ sacct -j $j --format=JobID,State,ExitCode,NodeList  -> exit $rc"
+	echo "$acct"
+	grep -q 'accounting storage is disabled' <<<"$acct" ||
+		fail "sacct without slurmdbd: want 'accounting storage is disabled'" || return 1
+	n=0	# (slurmctld writes the record once the job is gone)
+	while [ $n -lt 50 ]; do
+		comp=$(sacct -c -j "$j" -n -P --format=JobID,State,ExitCode,NodeList 2>&1) && grep -q "^$j|" <<<"$comp" && break
+		sleep 0.1
+		n=$((n + 1))
+	done
+	echo "\$ sacct -c -j $j -n -P --format=JobID,State,ExitCode,NodeList"
+	echo "$comp"
+	grep -qx "$j|FAILED|$ec|n\[1-3\]" <<<"$comp" ||
+		fail "sacct -c: want '$j|FAILED|$ec|n[1-3]'" || return 1
+	note "job output: '$first'; scontrol ExitCode=$ec; sacct: storage disabled; sacct -c: '$(head -1 <<<"$comp")' (the job, not the rank)"
+}
+
 longjobs_cases() {
 	[ $HAVE_PLUGIN = 1 ] || return 0
 	pcase "srun rejects --dpg-kill-on-fail=maybe" c_bad_option srun --dpg-kill-on-fail=maybe
@@ -116,6 +165,8 @@ longjobs_cases() {
 			c_ff_off c K0 -K0
 		pcase "fast fail: plugstack kill_on_fail=no turns it off; --dpg-kill-on-fail=yes back on" \
 			c_ff_admin_off
+		pcase "fast fail in a batch job: its output names 'n2: task 3'; scontrol FAILED; sacct: no storage, sacct -c: the job's record" \
+			c_ff_batch
 	fi
 	pcase "fast fail: --dpg-kill-on=no (abbreviated, seen too late): srun warns that it stays on" c_ff_abbrev
 	pcase "fast fail: no node drained or down" c_no_drain

@@ -189,8 +189,11 @@ SchedulerType=sched/builtin
 # and 60 s): back-to-back tests otherwise wait for nodes leaving COMPLETING
 SchedulerParameters=batch_sched_delay=0,sched_interval=1
 JobAcctGatherType=jobacct_gather/none
+# no slurmdbd: plain sacct has nothing ("Slurm accounting storage is
+# disabled"); the job completion log gives "sacct -c" one record per job
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=${LAB_DIR}/log/jobcomp.txt
 MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides

@@ -8,7 +8,10 @@
 # byte for byte, to an uninterrupted --deterministic run's.  Slurm 22.05
 # delays a requeued job by AuthInfo=cred_expire + 1 s (1201 s by default):
 # the case moves its start to now+3 s (scontrol update StartTime=) once it is
-# pending again.
+# pending again.  Also: a real --time=1 limit; two USR1 while the job saves
+# and two during start-up (before dpg_init), with a bash and a dash wrapper;
+# examples/torch_requeue.py under etc/sbatch/torch-requeue.sbatch (its
+# atomic DCP layout checked); the plugstack default requeue=45.
 
 RQ_A=(--steps 1500 --global-batch 48 --micro-batch 4 --log-every 50 --seed 5 --deterministic)
 
@@ -35,15 +38,15 @@ rq_restarts() {
 	scontrol show job "$1" 2>/dev/null | grep -o 'Restarts=[0-9]*' | cut -d= -f2
 }
 
-# rq_release JOB TIMEOUT_S: once requeued (pending, Restarts>=1), start it now
-rq_release() {
+# rq_requeued JOB TIMEOUT_S: wait until the job is requeued (pending,
+# Restarts>=1); its first run has ended then
+rq_requeued() {
 	local j=$1 n=$(( $2 * 10 )) st
 	while [ $n -gt 0 ]; do
 		st=$(job_state "$j")
 		if [ "$st" = PENDING ] && [ "$(rq_restarts "$j")" -ge 1 ]; then
 			scontrol show job "$j" | grep -o 'Reason=[A-Za-z]* .*BeginTime=[^ ]*' | head -1
-			# (now: slurmd may still refuse the new credential as revoked)
-			scontrol update JobId="$j" StartTime=now+3 && return 0
+			return 0
 		fi
 		case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) echo "job $j ended $st before its requeue"; return 1;; esac
 		sleep 0.1
@@ -51,6 +54,30 @@ rq_release() {
 	done
 	echo "job $j not requeued (state $st, Restarts=$(rq_restarts "$j"))"
 	return 1
+}
+
+# rq_release JOB TIMEOUT_S: once requeued, start it now
+rq_release() {
+	rq_requeued "$@" || return 1
+	# (now: slurmd may still refuse the new credential as revoked)
+	scontrol update JobId="$1" StartTime=now+3
+}
+
+# rq_ckpt_ok DIR STEP NSHARDS: DIR is a clean checkpoint directory whose
+# latest names STEP: "step-%08d", that step's meta and NSHARDS shards are
+# there, and no writer's leftover (*.tmp.*) is anywhere under DIR
+rq_ckpt_ok() {
+	local d=$1 step=$2 n=$3 sd want left i
+	want=$(printf 'step-%08d' "$step")
+	[ "$(cat "$d/latest" 2>/dev/null)" = "$want" ] ||
+		fail "$d/latest is '$(cat "$d/latest" 2>/dev/null)', want '$want'" || return 1
+	sd=$d/$want
+	[ -s "$sd/meta" ] || fail "$want has no meta" || return 1
+	for i in $(seq 0 $((n - 1))); do
+		[ -s "$(printf '%s/shard-%05d' "$sd" "$i")" ] || fail "$want has no shard $i" || return 1
+	done
+	left=$(find "$d" -name '*.tmp.*' | head -3)
+	[ -z "$left" ] || fail "leftovers of a save: $left" || return 1
 }
 
 c_requeue_signal() {
@@ -79,8 +106,7 @@ c_requeue_signal() {
 	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
 	saved=$(sed -n 's/^saved step \([0-9]*\) .*/\1/p' "$w/job.out" | tail -1)
 	[ -n "$step" ] && [ "$step" = "$saved" ] || fail "stopped at step '$step', saved '$saved'" || return 1
-	grep -q "^step-0*$step\$" "$w/ck/latest" 2>/dev/null || grep -q "$step" "$w/ck/latest" ||
-		fail "latest is '$(cat "$w/ck/latest")', want step $step" || return 1
+	rq_ckpt_ok "$w/ck" "$step" 6 || return 1
 	# (Slurm signals node by node: the ranks of a node reached later may be
 	# told by the others first, or be gone before their signal comes)
 	nstop=$(grep -c 'got User defined signal 1: stopping at this step' "$w/job.out")
@@ -132,9 +158,24 @@ c_requeue_timelimit() {
 	note "job $j (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks at step $step, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.0f", b-a}') s after sbatch; requeued, resumed at $step"
 }
 
+# torch_requeue.py's checkpoint directory DIR after a save of STEP: latest
+# names "step-%08d", that directory holds DCP's .metadata, nothing at DIR's
+# top but latest and step-* directories, no unfinished step-*.tmp one
+rq_dcp_ok() {
+	local d=$1 step=$2 want extra
+	want=$(printf 'step-%08d' "$step")
+	[ "$(cat "$d/latest" 2>/dev/null)" = "$want" ] ||
+		fail "$d/latest is '$(cat "$d/latest" 2>/dev/null)', want '$want'" || return 1
+	[ -s "$d/$want/.metadata" ] && compgen -G "$d/$want/*.distcp" >/dev/null ||
+		fail "$want has no .metadata or no .distcp file" || return 1
+	extra=$(ls -A "$d" | grep -Ev '^(latest|step-[0-9]{8})$')
+	[ -z "$extra" ] || fail "$d holds more than latest and step-N: $(echo $extra)" || return 1
+}
+
 # The PyTorch side: examples/torch_requeue.py (DDP on gloo, DCP checkpoint)
-# under the same template, warned mid-run; its final parameters (sha256) equal
-# an uninterrupted run's.
+# under etc/sbatch/torch-requeue.sbatch, warned mid-run; the save is atomic
+# (step-N.tmp renamed step-N, then latest replaced) and its final parameters
+# (sha256) equal an uninterrupted run's.
 c_requeue_torch() {
 	local w=$WORK/requeue-torch j step ref got
 	local A=(--steps 1200)
@@ -144,25 +185,207 @@ c_requeue_torch() {
 	timeout 300 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" \
 		"$PYENV" "$E2E_SRCDIR/examples/torch_requeue.py" "${A[@]}" >"$w/ref.out" 2>"$w/ref.err" ||
 		{ show "$w/ref.err" stderr; fail "the reference run failed"; return 1; }
-	j=$(CKPT=$w/ck sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
-		-J e2e-requeue-torch "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
-		"$PYENV" "$E2E_SRCDIR/examples/torch_requeue.py" "${A[@]}" 2>&1) ||
+	echo "\$ CKPT=$w/ck PYTHON=$PYENV TRAIN=torch_requeue.py sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 torch-requeue.sbatch ${A[*]}"
+	j=$(CKPT=$w/ck PYTHON=$PYENV TRAIN=$E2E_SRCDIR/examples/torch_requeue.py sbatch --parsable \
+		-N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" -J e2e-requeue-torch \
+		"$E2E_SRCDIR/etc/sbatch/torch-requeue.sbatch" "${A[@]}" 2>&1) ||
 		{ echo "$j"; fail "sbatch failed"; return 1; }
 	echo "job $j"
 	rq_wait_line "$w/job.out" '^step 200/' 200 || { show "$w/job.out"; fail "the job did not reach step 200"; return 1; }
 	scancel --signal=USR1 "$j" || { fail "scancel --signal=USR1 failed"; return 1; }
 	rq_wait_line "$w/job.out" '^stopped at step' 60 || { show "$w/job.out"; fail "no 'stopped at step' line"; return 1; }
-	rq_release "$j" 60 || { show "$w/job.out"; return 1; }
+	rq_requeued "$j" 60 || { show "$w/job.out"; return 1; }
+	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	echo "--- $w/ck after the save:"; ls -A "$w/ck" "$w/ck"/step-*
+	rq_dcp_ok "$w/ck" "$step" || return 1
+	scontrol update JobId="$j" StartTime=now+3 || { fail "cannot release job $j"; return 1; }
 	job_wait "$j" 300 || { scontrol show job "$j" | grep -E 'JobState|Restarts|ExitCode'
 		show "$w/job.out"; return 1; }
 	grep -v '^step ' "$w/job.out" | sed -n '1,40p'
-	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	grep -q '^run 1 of job [0-9]*: from scratch$' "$w/job.out" && grep -q '^run 2 of job [0-9]*: --resume$' "$w/job.out" ||
+		fail "no 'run 1 ... from scratch' and 'run 2 ... --resume' lines from the template" || return 1
+	grep -q "^saved step $step in $w/ck/$(printf 'step-%08d' "$step")\$" "$w/job.out" ||
+		fail "no 'saved step $step in .../step-N' line" || return 1
 	[ "$(rq_restarts "$j")" = 1 ] || fail "Restarts=$(rq_restarts "$j"), want 1" || return 1
-	grep -q "^resumed from .* at step $step\$" "$w/job.out" || fail "no 'resumed ... at step $step'" || return 1
+	grep -q "^resumed from $w/ck/$(printf 'step-%08d' "$step") at step $step\$" "$w/job.out" ||
+		fail "no 'resumed from $w/ck/step-N at step $step'" || return 1
+	rq_dcp_ok "$w/ck" "$step" || return 1
 	ref=$(sed -n 's/^done: .* sha256 //p' "$w/ref.out")
 	got=$(sed -n 's/^done: .* sha256 //p' "$w/job.out")
 	[ -n "$ref" ] && [ "$ref" = "$got" ] || fail "final parameters: sha256 $got, uninterrupted $ref" || return 1
 	note "torch $("$PYENV" -c 'import torch; print(torch.__version__)'): stopped at $step, requeued, resumed; sha256 ${got:0:12}... == uninterrupted"
+}
+
+# Signals at the wrong moment: during a save (twice) and during start-up
+# (before dpg_init).  Both are 6-rank jobs under c-libdpg-requeue.sbatch with
+# the arguments RQS_A; the uninterrupted reference runs once.
+RQS_A=(--steps 200 --global-batch 48 --micro-batch 4 --log-every 25 --seed 7 --deterministic)
+
+rq_short_ref() {
+	RQS_REF=$WORK/requeue-short-ref.bin
+	[ -s "$RQS_REF" ] && return 0
+	echo "\$ srun -N3 --ntasks-per-node=2 train ${RQS_A[*]}   (the uninterrupted reference)"
+	timeout 200 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=60 \
+		"$E2E_TRAIN" "${RQS_A[@]}" --print-params "$RQS_REF.part" >"$WORK/requeue-short-ref.out" 2>&1 &&
+		mv "$RQS_REF.part" "$RQS_REF" ||
+		{ show "$WORK/requeue-short-ref.out"; fail "the reference run failed"; }
+}
+
+# rq_steps_complete DIR LAST: DIR holds step-1 .. step-LAST (--save-every 1),
+# each with its meta, and no step beyond LAST
+rq_steps_complete() {
+	local d=$1 last=$2 n bad
+	n=$(find "$d" -mindepth 1 -maxdepth 1 -name 'step-*' | wc -l)
+	[ "$n" = "$last" ] || fail "$n step directories, want $last (step-1 .. step-$last)" || return 1
+	bad=$(for s in $(seq 1 "$last"); do [ -s "$(printf '%s/step-%08d/meta' "$d" "$s")" ] || echo "$s"; done | head -3)
+	[ -z "$bad" ] || fail "step directories without meta: $bad" || return 1
+}
+
+# rq_finish JOB DIR STEP: release the requeued job; it resumes at STEP (world
+# 6), finishes, and its final parameters equal the reference's
+rq_finish() {
+	local j=$1 w=$2 step=$3
+	scontrol update JobId="$j" StartTime=now+3 || { fail "cannot release job $j"; return 1; }
+	job_wait "$j" 200 || { scontrol show job "$j" | grep -E 'JobState|Restarts|ExitCode'
+		show "$w/job.out"; return 1; }
+	[ "$(rq_restarts "$j")" = 1 ] || fail "Restarts=$(rq_restarts "$j"), want 1" || return 1
+	grep -q "^resumed from $w/ck at step $step (world 6)" "$w/job.out" ||
+		fail "no 'resumed from $w/ck at step $step (world 6)'" || return 1
+	grep -q '^done: steps 200 ' "$w/job.out" || fail "the resumed run did not finish" || return 1
+	cmp "$RQS_REF" "$w/job.bin" || fail "final parameters differ from the uninterrupted run" || return 1
+}
+
+# Two USR1 in quick succession while the job is saving: train saves every
+# step (--save-every 1: most of its time is spent saving); once step K+1's
+# save has a shard half-written (its .shard-R.tmp.* file exists) the case
+# sends scancel --signal=USR1 twice.  The flag is seen at the stop check
+# after that save (or a later one): the job stops at step M >= K+1 with no
+# second save, and every step directory up to M is complete, latest names
+# M, nothing is left half-written; the requeued run resumes at M and ends
+# with the uninterrupted run's parameters.
+c_requeue_in_save() {
+	local w=$WORK/requeue-save j cur next sd when= meta_after step nstop share hits=()
+	rq_short_ref || return 1
+	rm -rf "$w"
+	mkdir -p "$w"
+	echo "\$ CKPT=$w/ck sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch train ${RQS_A[*]} --save-every 1"
+	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
+		-J e2e-requeue-save "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
+		"$E2E_TRAIN" "${RQS_A[@]}" --save-every 1 --print-params "$w/job.bin" 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "job $j"
+	rq_wait_line "$w/job.out" '^step 25/' 120 || { show "$w/job.out"; fail "the job did not reach step 25"; return 1; }
+	shopt -s nullglob
+	local deadline=$((SECONDS + 60))
+	while [ $SECONDS -lt $deadline ]; do
+		read -r cur <"$w/ck/latest" 2>/dev/null || cur=
+		next=$(( 10#${cur#step-} + 1 ))
+		printf -v sd '%s/ck/step-%08d' "$w" "$next"
+		hits=("$sd"/.shard-*.tmp.*)
+		if [ ${#hits[@]} -gt 0 ]; then
+			scancel --signal=USR1 "$j" && scancel --signal=USR1 "$j" ||
+				{ fail "scancel --signal=USR1 failed"; return 1; }
+			when=$next
+			meta_after=written; [ -e "$sd/meta" ] || meta_after="not yet written"
+			break
+		fi
+		sleep 0.005
+	done
+	shopt -u nullglob
+	[ -n "$when" ] || { show "$w/job.out"; fail "never saw a save in progress in 60 s"; return 1; }
+	echo "two USR1 sent while ${hits[0]#"$w"/} was being written; step $when's meta then: $meta_after"
+	rq_wait_line "$w/job.out" '^stopped at step' 60 || { show "$w/job.out"; fail "no 'stopped at step' line"; return 1; }
+	rq_requeued "$j" 60 || { show "$w/job.out"; return 1; }
+	sed '/^requeueing job/q' "$w/job.out" | grep -v '^saved step' >"$w/run1.out"
+	show "$w/run1.out" "first run (without its 'saved step' lines)"
+	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	[ -n "$step" ] && [ "$step" -ge "$when" ] || fail "stopped at step '$step', before the save of step $when" || return 1
+	[ "$(sed '/^requeueing job/q' "$w/job.out" | grep -c "^saved step $step ")" = 1 ] ||
+		fail "step $step was not saved exactly once" || return 1
+	nstop=$(grep -c 'got User defined signal 1: stopping at this step' "$w/run1.out")
+	[ "$nstop" -ge 1 ] || fail "no rank logged the signal" || return 1
+	rq_all_75 "$w/run1.out" || return 1
+	rq_ckpt_ok "$w/ck" "$step" 6 || return 1
+	rq_steps_complete "$w/ck" "$step" || return 1
+	rq_finish "$j" "$w" "$step" || return 1
+	# the share of run 1's wall time spent saving: mean save time against
+	# the step period of its last log line (48 samples per step)
+	share=$(sed '/^requeueing job/q' "$w/job.out" | awk '
+		/^saved step .* in [0-9.]+ s$/ { s += $(NF - 1); n++ }
+		/^step [0-9]+\/[0-9]+ .*samples\/s [0-9]+$/ { sps = $NF }
+		END { if (n && sps) printf "saves %.1f ms of each %.1f ms step", 1000 * s / n, 48000 / sps }')
+	note "job $j: 2x USR1 sent while step $when's shards were being written (its meta $meta_after when both scancels returned; run 1: $share); the flag was seen at step $step's stop check ($((step - when)) later), $nstop rank(s) logged it; step-1..$step complete, latest = step $step, no leftovers; resumed, params == uninterrupted"
+}
+
+# A warning during start-up: the tasks run a wrapper that prints whether
+# SIGUSR1 is blocked and ignored (the plugin does both before exec), holds
+# 8 s (a slow start: module loads, imports) and execs train; the case sends
+# two USR1 while all 6 hold.  SHELL bash (the plugin's block survives it):
+# the signals wait, pending, until dpg_init installs the handler; every rank
+# logs it, the job stops at step 1 (saved), is requeued, resumes there and
+# ends with the uninterrupted run's parameters.  SHELL sh (dash, which
+# unblocks every signal for the commands it runs): the warning is dropped,
+# not fatal; the job runs through without a requeue, to the same parameters.
+c_requeue_at_start() {
+	local shell=$1 w=$WORK/requeue-start-$1 j t0 t1 nstop n=0
+	rq_short_ref || return 1
+	rm -rf "$w"
+	mkdir -p "$w"
+	cat >"$w/slow-start" <<SLOW
+#!/bin/$shell
+# the first run holds before exec (SIGUSR1's bit is 1 << 9 of SigBlk, SigIgn)
+if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+	b=\$(awk '/^SigBlk:/ { print \$2 }' /proc/self/status)
+	i=\$(awk '/^SigIgn:/ { print \$2 }' /proc/self/status)
+	echo "starting rank \$SLURM_PROCID: SIGUSR1 blocked=\$(( (0x\$b >> 9) & 1 )) ignored=\$(( (0x\$i >> 9) & 1 ))"
+	sleep 8
+fi
+exec "\$@"
+SLOW
+	chmod 755 "$w/slow-start"
+	echo "--- $w/slow-start:"; cat "$w/slow-start"
+	echo "\$ CKPT=$w/ck sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch slow-start train ${RQS_A[*]}"
+	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
+		-J e2e-requeue-start "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
+		"$w/slow-start" "$E2E_TRAIN" "${RQS_A[@]}" --print-params "$w/job.bin" 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "job $j"
+	rq_wait_line "$w/job.out" '^starting rank' 120 || { show "$w/job.out"; fail "no task started"; return 1; }
+	t0=$(e2e_now)
+	while [ $n -lt 100 ] && [ "$(grep -c '^starting rank' "$w/job.out")" -lt 6 ]; do sleep 0.05; n=$((n + 1)); done
+	scancel --signal=USR1 "$j" && scancel --signal=USR1 "$j" || { fail "scancel --signal=USR1 failed"; return 1; }
+	t1=$(e2e_now)
+	[ "$(grep -c '^starting rank [0-5]: SIGUSR1 blocked=1 ignored=1$' "$w/job.out")" = 6 ] ||
+		{ show "$w/job.out"; fail "want 6 'starting rank R: SIGUSR1 blocked=1 ignored=1' lines (the plugin's doing)"; return 1; }
+	# (the first task to print holds until 8 s after it: the signals came
+	# before any task reached train, let alone dpg_init)
+	awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 6) }' ||
+		fail "the signals went out $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s after the first task started: too late to be before dpg_init" || return 1
+	if [ "$shell" = sh ]; then
+		job_wait "$j" 200 || { show "$w/job.out"; return 1; }
+		show "$w/job.out" "job output"
+		! grep -q 'User defined signal 1' "$w/job.out" || fail "a task saw or died of SIGUSR1 behind dash" || return 1
+		! grep -q '^requeueing' "$w/job.out" || fail "requeued" || return 1
+		[ "$(rq_restarts "$j")" = 0 ] || fail "Restarts=$(rq_restarts "$j"), want 0" || return 1
+		grep -q '^done: steps 200 ' "$w/job.out" || fail "the run did not finish" || return 1
+		cmp "$RQS_REF" "$w/job.bin" || fail "final parameters differ from the uninterrupted run" || return 1
+		note "job $j: 2x USR1 $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s after the first task started, behind a /bin/sh (dash) wrapper: dropped (ignored), not fatal; the job ran through, params == uninterrupted"
+		return 0
+	fi
+	rq_wait_line "$w/job.out" '^stopped at step' 90 || { show "$w/job.out"; fail "no 'stopped at step' line"; return 1; }
+	rq_requeued "$j" 60 || { show "$w/job.out"; return 1; }
+	sed '/^requeueing job/q' "$w/job.out" >"$w/run1.out"
+	show "$w/run1.out" "first run"
+	grep -q '^stopped at step 1: exit 75' "$w/run1.out" || fail "did not stop at step 1" || return 1
+	grep -q '^saved step 1 ' "$w/run1.out" || fail "step 1 was not saved" || return 1
+	nstop=$(grep -c 'got User defined signal 1: stopping at this step' "$w/run1.out")
+	[ "$nstop" = 6 ] || fail "$nstop ranks logged 'got User defined signal 1', want all 6 (each had it pending)" || return 1
+	rq_all_75 "$w/run1.out" || return 1
+	rq_ckpt_ok "$w/ck" 1 6 || return 1
+	[ "$(find "$w/ck" -mindepth 1 -maxdepth 1 -name 'step-*' | wc -l)" = 1 ] ||
+		fail "more than step-1 in $w/ck: $(ls "$w/ck")" || return 1
+	rq_finish "$j" "$w" 1 || return 1
+	note "job $j: 2x USR1 $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s after the first task started (all 6 held it, before exec of train): all 6 ranks logged it at the first stop check after dpg_init, stopped at step 1, saved, requeued, resumed, params == uninterrupted"
 }
 
 # The site's default (plugstack "requeue=45"), no option given: sbatch set
@@ -199,8 +422,14 @@ requeue_cases() {
 		c_requeue_signal
 	pcase "requeue: sbatch --time=1 --dpg-requeue=20 (command line): Slurm's own warning stops all 6 ranks before the limit, saved, requeued, resumed" \
 		c_requeue_timelimit
+	pcase "requeue: 2x USR1 while a 6-rank job saves (--save-every 1): every saved step complete, latest = the stop step, no leftovers; resumed, params == uninterrupted" \
+		c_requeue_in_save
+	pcase "requeue: 2x USR1 during start-up (bash wrapper holds before exec; plugin keeps USR1 blocked): all 6 log it after dpg_init, stop at step 1, resumed, params == uninterrupted" \
+		c_requeue_at_start bash
+	pcase "requeue: 2x USR1 during start-up behind a /bin/sh (dash) wrapper, which unblocks signals: dropped, not fatal; runs through, params == uninterrupted" \
+		c_requeue_at_start sh
 	if [ -n "$PYENV" ] && "$PYENV" -c 'import torch.distributed.checkpoint' 2>/dev/null; then
-		pcase "requeue: torch_requeue.py (DDP gloo, DCP) 6 ranks, USR1 mid-run: requeued, resumed, params == uninterrupted" \
+		pcase "requeue: torch-requeue.sbatch, torch_requeue.py (DDP gloo, DCP) 6 ranks, USR1 mid-run: step-N renamed, latest flipped, requeued, resumed, params == uninterrupted" \
 			c_requeue_torch
 	else
 		skip_case "requeue: torch_requeue.py" "no DPG_PYENV python with torch.distributed.checkpoint"

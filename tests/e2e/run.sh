@@ -200,7 +200,8 @@ pcase "srun rejects SLURM_SPANK__SLURM_SPANK_OPTION_dpg_dpg_gpus_per_task=abc (e
 for cmd in srun sbatch; do
 	for opt in --dpg-gpus-per-task=abc --dpg-gpus-per-task=-1 --dpg-gpus-per-task= \
 		--dpg-gpus-per-task=65 --dpg-port=80 --dpg-port=abc \
-		--dpg-bind=foo --dpg-bind= --dpg-gpu-visibility=bar; do
+		--dpg-bind=foo --dpg-bind= --dpg-gpu-visibility=bar \
+		--dpg-requeue=soon --dpg-requeue=65536; do
 		pcase "$cmd rejects $opt" c_bad_option $cmd "$opt"
 	done
 done

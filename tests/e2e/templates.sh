@@ -162,6 +162,21 @@ t_c_requeue() {
 	note "$(grep '^run 1' "$OUT"); $(grep '^done:' "$OUT")"
 }
 
+# the PyTorch save-then-requeue template, not warned: one run, done, nothing
+# saved (tests/e2e/requeue.sh warns it and checks the save and the requeue)
+t_torch_requeue() {
+	local rc
+	export CKPT=$WORK/torch-requeue-ck
+	submit torch-requeue.sbatch --steps 300; rc=$?
+	unset CKPT
+	[ $rc = 0 ] || return 1
+	grep -q '^run 1 of job [0-9]*: from scratch$' "$OUT" || fail "no 'run 1 of job J: from scratch' line" || return 1
+	grep -q '^done: steps 300 params sha256 [0-9a-f]\{64\}$' "$OUT" || fail "no 'done: steps 300 params sha256 ...' line" || return 1
+	! grep -q '^requeueing' "$OUT" || fail "requeued although not warned" || return 1
+	[ ! -e "$WORK/torch-requeue-ck/latest" ] || fail "saved although not warned" || return 1
+	note "$(grep '^run 1' "$OUT"); $(grep '^done:' "$OUT" | cut -c1-60)..."
+}
+
 skip() { skip_case "$1" "$2"; }
 
 need_py() { # MODULE: the template's client is importable by $PY
@@ -173,6 +188,8 @@ need_py torch.distributed.fsdp torch-ddp.sbatch &&
 	run_case "torch-ddp.sbatch: DDP (gloo) 2x2 ranks, loss printed, weights in sync" t_ddp
 need_py torch.distributed.fsdp torch-fsdp.sbatch &&
 	run_case "torch-fsdp.sbatch: FSDP2 (fully_shard) 2x2 ranks, 1/4 of the parameters each" t_fsdp
+need_py torch.distributed.checkpoint torch-requeue.sbatch &&
+	run_case "torch-requeue.sbatch: torch_requeue.py 2x2 ranks, not warned: one run, done" t_torch_requeue
 need_py lightning.pytorch lightning.sbatch &&
 	run_case "lightning.sbatch: Lightning DDP 2x2 ranks, weights in sync" t_lightning
 need_py accelerate accelerate.sbatch &&

@@ -408,7 +408,11 @@ static void test_requeue(void **state)
 	expect_accept(&c, "requeue=0");
 	assert_int_equal(c.requeue, 0);
 	expect_reject("requeue=soon", "requeue 'soon'", "GRACE", NULL);
-	expect_reject("requeue=86401", "0-86400", NULL);
+	expect_accept(&c, "requeue=65535");
+	assert_int_equal(c.requeue, 65535);
+	/* beyond Slurm's --signal sig_time (0-65535) */
+	expect_reject("requeue=65536", "requeue '65536'", "0-65535", NULL);
+	expect_reject("requeue=86400", "requeue '86400'", "0-65535", NULL);
 }
 
 /* ------------------------------------------------------- dpg_conf_parse */

@@ -188,6 +188,7 @@ static void test_requeue(void **state)
 				   "90\0job.sh\0--\0--dpg-requeue=5";
 	static const char none[] = "srun\0-n2\0./train";
 	static const char bad[] = "srun\0--dpg-requeue=soon\0./train";
+	static const char big[] = "sbatch\0--dpg-requeue\0" "100000\0job.sh";
 	struct dpg_err err;
 	char sig[32];
 	int g = -1;
@@ -199,7 +200,19 @@ static void test_requeue(void **state)
 	assert_int_equal(g, 0);
 	assert_int_not_equal(dpg_requeue_parse("requeue", "-1", &g, &err), 0);
 	assert_non_null(strstr(err.msg, "requeue '-1'"));
-	assert_int_not_equal(dpg_requeue_parse("requeue", "86401", &g, &err), 0);
+	/* Slurm's --signal sig_time is 0-65535: the largest GRACE it takes */
+	assert_int_equal(dpg_requeue_parse("--dpg-requeue", "65535", &g, &err), 0);
+	assert_int_equal(g, 65535);
+	g = 7;
+	assert_int_not_equal(dpg_requeue_parse("--dpg-requeue", "65536", &g, &err), 0);
+	assert_int_equal(g, 7);
+	assert_non_null(strstr(err.msg, "--dpg-requeue '65536'"));
+	assert_non_null(strstr(err.msg, "0-65535"));
+	assert_null(strchr(err.msg, '\n'));
+	assert_int_not_equal(dpg_requeue_parse("requeue", "86400", &g, &err), 0);
+	assert_non_null(strstr(err.msg, "requeue '86400'"));
+	assert_int_not_equal(dpg_requeue_parse("requeue", "", &g, &err), 0);
+	assert_int_not_equal(dpg_requeue_parse("requeue", "120s", &g, &err), 0);
 	/* the last one before "--" wins, in either spelling */
 	g = -1;
 	assert_int_equal(dpg_requeue_from_cmdline(line, sizeof(line), &g, &err), 1);
@@ -209,6 +222,9 @@ static void test_requeue(void **state)
 	assert_int_equal(g, 7);
 	assert_int_equal(dpg_requeue_from_cmdline(bad, sizeof(bad), &g, &err), -1);
 	assert_non_null(strstr(err.msg, "'soon'"));
+	assert_int_equal(dpg_requeue_from_cmdline(big, sizeof(big), &g, &err), -1);
+	assert_non_null(strstr(err.msg, "--dpg-requeue '100000'"));
+	assert_non_null(strstr(err.msg, "0-65535"));
 	assert_int_equal(dpg_requeue_signal(90, sig, sizeof(sig)), 0);
 	assert_string_equal(sig, "USR1@90");
 	assert_int_equal(dpg_requeue_signal(90, sig, 4), -1);
