@@ -95,9 +95,12 @@ check_store() {
 check_store_scale() {
 	has "$1" "$host_line" "the host line" &&
 	has "$1" '^# store at scale: .*somaxconn [0-9]+' "the limits line" &&
-	table "$1" '^\| +ranks \| layout +\| +dpg s \| +TCPStore s' 4 1 3 6 7 8 9 10 11 &&
-	if has "$1" '^skip: peer PyTorch TCPStore: ' "" >/dev/null; then :; else
-		table "$1" '^\| +ranks \| layout +\| +dpg s \| +TCPStore s' 4 1 3 4 5 6 7 8 9 10 11
+	table "$1" '^\| +ranks \| layout +\| +dpg s \| +TS ' 4 1 3 8 9 10 11 12 13 &&
+	if has "$1" '^skip: peer PyTorch TCPStore \(PYTHON\): ' "" >/dev/null; then :; else
+		table "$1" '^\| +ranks \| layout +\| +dpg s \| +TS ' 4 4 5
+	fi &&
+	if has "$1" '^skip: peer PyTorch TCPStore \(PYTHON2\): ' "" >/dev/null; then :; else
+		table "$1" '^\| +ranks \| layout +\| +dpg s \| +TS ' 4 6 7
 	fi
 }
 

@@ -76,9 +76,13 @@ TS_WRAP=()
 [ "$TS_HOSTS" = 1 ] && "$HERE/no_rdns.sh" --check && TS_WRAP=("$HERE/no_rdns.sh")
 
 bench_host
+PYVAR=(PYTHON PYTHON2)
 for k in 0 1; do
-	[ -z "${PY[k]}" ] || [ -n "${TV[k]}" ] ||
-		bench_skip "peer PyTorch TCPStore" "not installed (${PY[k]} -c 'import torch' failed)"
+	if [ -z "${PY[k]}" ]; then
+		bench_skip "peer PyTorch TCPStore (${PYVAR[k]})" "no python (scripts/pyenv.sh --print: the PyPI environment is not built)"
+	elif [ -z "${TV[k]}" ]; then
+		bench_skip "peer PyTorch TCPStore (${PYVAR[k]})" "not installed (${PY[k]} -c 'import torch' failed)"
+	fi
 done
 [ ${#TS_WRAP[@]} -gt 0 ] || bench_skip "TCPStore's private /etc/hosts" \
 	"not root or unshare -m failed: its reverse lookups go to the resolver ($(sed -n 's/^nameserver //p' /etc/resolv.conf | head -1))"
