@@ -255,16 +255,38 @@ rq_finish() {
 	cmp "$RQS_REF" "$w/job.bin" || fail "final parameters differ from the uninterrupted run" || return 1
 }
 
-# Two USR1 in quick succession while the job is saving: train saves every
-# step (--save-every 1: most of its time is spent saving); once step K+1's
-# save has a shard half-written (its .shard-R.tmp.* file exists) the case
-# sends scancel --signal=USR1 twice.  The flag is seen at the stop check
-# after that save (or a later one): the job stops at step M >= K+1 with no
-# second save, and every step directory up to M is complete, latest names
-# M, nothing is left half-written; the requeued run resumes at M and ends
-# with the uninterrupted run's parameters.
+# rq_job_pids JOB: the pids of the job's train processes (this cluster's)
+rq_job_pids() {
+	local d e c
+	for d in /proc/[0-9]*; do
+		read -r c <"$d/comm" 2>/dev/null || continue
+		case $c in train|lt-train) ;; *) continue;; esac
+		e=$( (tr '\0' '\n' <"$d/environ") 2>/dev/null) || continue
+		grep -qx "SLURM_JOB_ID=$1" <<<"$e" && grep -qx "SLURM_CONF=$SLURM_CONF" <<<"$e" && echo "${d#/proc/}"
+	done
+}
+
+# rq_usr1_pending PID: SIGUSR1 (bit 9) is pending for the process or a thread
+rq_usr1_pending() {
+	local k v
+	while read -r k v; do
+		case $k in ShdPnd:|SigPnd:) (( (0x$v >> 9) & 1 )) && return 0;; esac
+	done <"/proc/$1/status"
+	return 1
+}
+
+# Two USR1 in quick succession that arrive during a save.  train saves every
+# step (--save-every 1); once a rank has a shard of step N half-written (its
+# .shard-R.tmp.* file exists) the case stops the job's 6 processes
+# (SIGSTOP), checks that the file is still there (the save frozen midway),
+# sends scancel --signal=USR1 twice, waits until SIGUSR1 is pending in all
+# 6, and lets them go on (SIGCONT): the signals arrive in the middle of step
+# N's save.  The save goes on and completes, the stop check after it ends
+# the run: the job stops at step N exactly, saved once; step-1..N are
+# complete, latest names N, nothing is left half-written; the requeued run
+# resumes at N and ends with the uninterrupted run's parameters.
 c_requeue_in_save() {
-	local w=$WORK/requeue-save j cur next sd when= meta_after step nstop share hits=()
+	local w=$WORK/requeue-save j cur next sd when= step nstop p n tries=0 pids=() hits=()
 	rq_short_ref || return 1
 	rm -rf "$w"
 	mkdir -p "$w"
@@ -275,46 +297,56 @@ c_requeue_in_save() {
 		{ echo "$j"; fail "sbatch failed"; return 1; }
 	echo "job $j"
 	rq_wait_line "$w/job.out" '^step 25/' 120 || { show "$w/job.out"; fail "the job did not reach step 25"; return 1; }
+	mapfile -t pids < <(rq_job_pids "$j")
+	[ ${#pids[@]} = 6 ] || { fail "found ${#pids[@]} train processes of job $j, want 6: ${pids[*]}"; return 1; }
+	echo "train processes: ${pids[*]}"
 	shopt -s nullglob
 	local deadline=$((SECONDS + 60))
-	while [ $SECONDS -lt $deadline ]; do
+	while [ $SECONDS -lt $deadline ] && [ $tries -lt 50 ]; do
 		read -r cur <"$w/ck/latest" 2>/dev/null || cur=
 		next=$(( 10#${cur#step-} + 1 ))
 		printf -v sd '%s/ck/step-%08d' "$w" "$next"
 		hits=("$sd"/.shard-*.tmp.*)
 		if [ ${#hits[@]} -gt 0 ]; then
-			scancel --signal=USR1 "$j" && scancel --signal=USR1 "$j" ||
-				{ fail "scancel --signal=USR1 failed"; return 1; }
-			when=$next
-			meta_after=written; [ -e "$sd/meta" ] || meta_after="not yet written"
-			break
+			kill -STOP "${pids[@]}"
+			tries=$((tries + 1))
+			hits=("$sd"/.shard-*.tmp.*)
+			if [ ${#hits[@]} -gt 0 ] && [ ! -e "$sd/meta" ]; then
+				when=$next
+				break
+			fi
+			kill -CONT "${pids[@]}"	# (it finished meanwhile: again)
 		fi
 		sleep 0.005
 	done
 	shopt -u nullglob
-	[ -n "$when" ] || { show "$w/job.out"; fail "never saw a save in progress in 60 s"; return 1; }
-	echo "two USR1 sent while ${hits[0]#"$w"/} was being written; step $when's meta then: $meta_after"
+	[ -n "$when" ] || { show "$w/job.out"; fail "never froze a save in progress ($tries tries)"; return 1; }
+	echo "frozen (SIGSTOP) with ${hits[*]#"$w"/} half-written, after $tries tries"
+	scancel --signal=USR1 "$j" && scancel --signal=USR1 "$j" ||
+		{ kill -CONT "${pids[@]}"; fail "scancel --signal=USR1 failed"; return 1; }
+	for p in "${pids[@]}"; do
+		n=0
+		until rq_usr1_pending "$p" || [ $n -ge 200 ]; do sleep 0.05; n=$((n + 1)); done
+		rq_usr1_pending "$p" || { kill -CONT "${pids[@]}"; fail "SIGUSR1 not pending in $p after 10 s"; return 1; }
+	done
+	[ ! -e "$sd/meta" ] || { kill -CONT "${pids[@]}"; fail "step $when's meta appeared while frozen"; return 1; }
+	kill -CONT "${pids[@]}"
+	echo "2x USR1 pending in all 6 while step $when's save was frozen midway; SIGCONT"
 	rq_wait_line "$w/job.out" '^stopped at step' 60 || { show "$w/job.out"; fail "no 'stopped at step' line"; return 1; }
 	rq_requeued "$j" 60 || { show "$w/job.out"; return 1; }
 	sed '/^requeueing job/q' "$w/job.out" | grep -v '^saved step' >"$w/run1.out"
 	show "$w/run1.out" "first run (without its 'saved step' lines)"
 	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
-	[ -n "$step" ] && [ "$step" -ge "$when" ] || fail "stopped at step '$step', before the save of step $when" || return 1
+	[ "$step" = "$when" ] || fail "stopped at step '$step', want $when (the save the signals arrived in)" || return 1
 	[ "$(sed '/^requeueing job/q' "$w/job.out" | grep -c "^saved step $step ")" = 1 ] ||
 		fail "step $step was not saved exactly once" || return 1
 	nstop=$(grep -c 'got User defined signal 1: stopping at this step' "$w/run1.out")
-	[ "$nstop" -ge 1 ] || fail "no rank logged the signal" || return 1
+	[ "$nstop" = 6 ] || fail "$nstop ranks logged 'got User defined signal 1', want all 6 (each had it pending)" || return 1
 	rq_all_75 "$w/run1.out" || return 1
 	rq_ckpt_ok "$w/ck" "$step" 6 || return 1
 	rq_steps_complete "$w/ck" "$step" || return 1
 	rq_finish "$j" "$w" "$step" || return 1
-	# the share of run 1's wall time spent saving: mean save time against
-	# the step period of its last log line (48 samples per step)
-	share=$(sed '/^requeueing job/q' "$w/job.out" | awk '
-		/^saved step .* in [0-9.]+ s$/ { s += $(NF - 1); n++ }
-		/^step [0-9]+\/[0-9]+ .*samples\/s [0-9]+$/ { sps = $NF }
-		END { if (n && sps) printf "saves %.1f ms of each %.1f ms step", 1000 * s / n, 48000 / sps }')
-	note "job $j: 2x USR1 sent while step $when's shards were being written (its meta $meta_after when both scancels returned; run 1: $share); the flag was seen at step $step's stop check ($((step - when)) later), $nstop rank(s) logged it; step-1..$step complete, latest = step $step, no leftovers; resumed, params == uninterrupted"
+	note "job $j: 6 ranks frozen with step $when's save half-written, 2x USR1 pending in all, continued: all 6 logged it, stopped at step $when, saved once; step-1..$when complete, latest = step $when, no leftovers; resumed, params == uninterrupted"
 }
 
 # A warning during start-up: the tasks run a wrapper that prints whether
@@ -422,7 +454,7 @@ requeue_cases() {
 		c_requeue_signal
 	pcase "requeue: sbatch --time=1 --dpg-requeue=20 (command line): Slurm's own warning stops all 6 ranks before the limit, saved, requeued, resumed" \
 		c_requeue_timelimit
-	pcase "requeue: 2x USR1 while a 6-rank job saves (--save-every 1): every saved step complete, latest = the stop step, no leftovers; resumed, params == uninterrupted" \
+	pcase "requeue: 2x USR1 arriving mid-save (6 ranks frozen with a shard half-written, --save-every 1): stop at that step, every saved step complete, no leftovers; resumed, params == uninterrupted" \
 		c_requeue_in_save
 	pcase "requeue: 2x USR1 during start-up (bash wrapper holds before exec; plugin keeps USR1 blocked): all 6 log it after dpg_init, stop at step 1, resumed, params == uninterrupted" \
 		c_requeue_at_start bash
