@@ -14,5 +14,6 @@ libdpgcommon_la_SOURCES = \
 	lib/common/port.c lib/common/port.h \
 	lib/common/netif.c lib/common/netif.h \
 	lib/common/portcheck.c lib/common/portcheck.h \
+	lib/common/fdio.c lib/common/fdio.h \
 	lib/common/dtype.h lib/common/le.h
 libdpgcommon_la_CPPFLAGS = $(COMMON_CPPFLAGS)

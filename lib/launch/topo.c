@@ -8,6 +8,7 @@
  * they return.  No global state; every allocation is bounded by topo.h's
  * limits; every hwloc and malloc failure is reported through dpg_err. */
 #include "topo.h"
+#include "fdio.h"
 #include "parse.h"	/* dpg_parse_ulong, dpg_hex_digit */
 
 #include <errno.h>
@@ -926,24 +927,6 @@ static int load_src(const struct xml_src *x, struct dpg_topo **out, struct dpg_e
 	return load_buffer(x->buf, x->len, true, x->source, out, err);
 }
 
-/* Write all of buf (the child's verdict). */
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* hwloc plugins an XML load never needs, kept out of the child: hwloc
  * dlopens every plugin at its first topology (gl pulls in X11, opencl its
  * ICD loader), about 5 ms a step.  For the node's cache, hwloc's own export,
@@ -982,14 +965,14 @@ static void precheck_child(const struct xml_src *x, int fd)
 		rc = dpg_topo_pack(t, &packed, &len, &e);
 	dpg_topo_free(t);
 	if (rc == 0) {
-		if (write_full(fd, "0", 1) != 0 || write_full(fd, packed, len) != 0)
+		if (dpg_write_full(fd, "0", 1) != 0 || dpg_write_full(fd, packed, len) != 0)
 			_exit(3);
 		_exit(0);
 	}
 	msg[0] = '1';
 	len = strnlen(e.msg, sizeof(e.msg) - 1);
 	memcpy(msg + 1, e.msg, len);
-	if (write_full(fd, msg, len + 1) != 0)
+	if (dpg_write_full(fd, msg, len + 1) != 0)
 		_exit(3);
 	_exit(0);
 }

@@ -3,6 +3,7 @@
  * directory, reading it back, replacing it atomically, and the load that ties
  * them to live discovery (topocache.h says the rules). */
 #include "topocache.h"
+#include "fdio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -176,21 +177,6 @@ int dpg_topo_cache_read(int dirfd, uid_t owner, const char *key, size_t keylen,
 	return 1;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* A fresh temporary name in the cache directory. */
 static int temp_name(char *name, size_t len, struct dpg_err *err)
 {
@@ -216,8 +202,8 @@ int dpg_topo_cache_write(int dirfd, const char *key, size_t keylen,
 	if (fd < 0)
 		return dpg_errs(err, DPG_ERR_SYSTEM, "topology cache: cannot create %s: %s",
 				tmp, strerror(errno));
-	if (fchmod(fd, 0644) != 0 || write_all(fd, key, keylen) != 0 ||
-	    write_all(fd, xml, xml_len) != 0 || fsync(fd) != 0) {
+	if (fchmod(fd, 0644) != 0 || dpg_write_full(fd, key, keylen) != 0 ||
+	    dpg_write_full(fd, xml, xml_len) != 0 || fsync(fd) != 0) {
 		e = errno;
 		close(fd);
 		unlinkat(dirfd, tmp, 0);
