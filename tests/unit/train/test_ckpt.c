@@ -112,10 +112,15 @@ static void assert_has(const char *msg, const char *want)
 		fail_msg("expected \"%s\" in the error \"%s\"", want, msg);
 }
 
-/* Unique, exact in fp32, never 0: state k, unit u, unit-flat position i. */
+/* Unique, exact in fp32, never 0: state k, unit u, unit-flat position i.
+ * Past 100000 positions (test_direct_reads' long runs) exact and never 0,
+ * and different from the neighbours', but not unique. */
 static float value(int k, int u, size_t i, int salt)
 {
-	assert_true(i < 100000 && u < 4);
+	assert_true(u < 4);
+	if (i >= 100000)
+		return (float)(1 + (i * 2654435761u + (size_t)u * 97 + (size_t)k * 13 +
+				    (size_t)salt * 7) % 16777213);
 	return (float)(1 + i + 100000 * (size_t)u + 1000000 * (size_t)k +
 		       4000000 * (size_t)salt);
 }
@@ -746,6 +751,39 @@ static void test_shard_byte_flips(void **st)
 	load_check(f->dir, &base, 1, 3, 1, 0);	/* restored: loads again */
 }
 
+/* Runs of floats long enough to be read straight into the state arrays
+ * (ckpt.c's rf_direct, >= 1 MiB): they round-trip, at the same world size
+ * and resharded, and a flipped byte inside one, at its start, in its middle
+ * or in its last float, is caught by the digest. */
+static void test_direct_reads(void **st)
+{
+	static const struct model longrun = {
+		3, { "w", "b", "v" }, { 700001, 5, 300007 }, { 0, 0, 1 }
+	};
+	struct fixture *f = *st;
+	char path[PATHLEN];
+	size_t len, offs[4];
+	unsigned char *orig;
+
+	save(f->dir, &longrun, 1, 1, 3, 0, NULL, 0);
+	load_check(f->dir, &longrun, 1, 3, 1, 0);
+	load_check(f->dir, &longrun, 2, 3, 1, 0);
+	shard_path(f->dir, 1, 0, path);
+	orig = slurp(path, &len);
+	assert_true(len > 8u << 20);	/* 3 states x 1 M floats */
+	offs[0] = 200;			/* the first run's start, past the header */
+	offs[1] = len / 2;
+	offs[2] = len - 64 - 3;		/* the last float, before the digest */
+	offs[3] = (size_t)3 << 20;
+	for (int i = 0; i < 4; i++) {
+		flip(path, offs[i]);
+		load_fails(f->dir, &longrun, 1, 0, 3, "shard-00000", "mismatch");
+		spit(path, orig, len);
+	}
+	free(orig);
+	load_check(f->dir, &longrun, 1, 3, 1, 0);
+}
+
 static void test_shard_truncated(void **st)
 {
 	struct fixture *f = *st;
@@ -1229,6 +1267,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_foreign_dirs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlinks_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shard_byte_flips, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shard_truncated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meta_byte_flips, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_v1_still_read, setup, teardown),
