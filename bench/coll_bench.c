@@ -8,6 +8,13 @@
  *   -m shm    every rank on one "node": the shared-memory algorithms
  *   -m tcp    every rank its own "node": the TCP ring over loopback
  *   -m ring   one node, but the ring engine over shared-memory pipes
+ *   -m limit  no collective: each rank does, on its own memory, the least
+ *             copying the op needs on one node (all_gather and broadcast:
+ *             one memcpy of the whole output, the root copies nothing;
+ *             reduce_scatter: a combine of n blocks into one; allreduce:
+ *             that, then a memcpy of the other n-1 blocks), every rank at
+ *             once like the collectives: the physical bound of a one-node
+ *             collective on this machine, timed and reported the same way
  * Ranks are pinned to CPU (rank % ncpus) when there are no more ranks than
  * CPUs (Open MPI binds to cores in that case too; -P turns pinning off).
  *
@@ -22,14 +29,21 @@
  * median / min / max over batches are reported.  float32 (-d bf16: bfloat16)
  * sum, out of place; results are checked once per size.
  *
- * Usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] [-e MAXBYTES]
+ * Late peer (-W MS): after the sizes, each op once more at MINBYTES, 3 times,
+ * with the last rank sleeping MS ms before it calls; the others measure the
+ * wall and CPU time (getrusage, user + system) of that call: what a rank
+ * burns while it waits.  Median over the 3, max over the waiting ranks.
+ *
+ * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-d f32|bf16] [-P] [-T]
+ *          [-s SLOT_BYTES] [-d f32|bf16] [-W MS] [-P] [-T]
  *   -T: keep the record of each call as the public API does (track.h: the
  *   clock reads and the seqlock of coll.c's coll_run), to measure its cost
  *   OPS: comma list of allreduce,reduce_scatter,allgather,bcast
  * Output: a human table, plus one machine-readable line per size:
  *   CSV,label,op,n,bytes,iters,t_med_us,t_min_us,t_max_us,algbw,busbw,busbw_lo,busbw_hi,ok
+ * and with -W one per op:
+ *   WAIT,label,op,n,bytes,sleep_ms,wall_ms,cpu_ms
  */
 #include <errno.h>
 #include <math.h>
@@ -42,6 +56,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +82,7 @@ struct opts {
 	const char *label;
 	size_t slot;
 	bool pin;
+	int wait_ms;		/* -W: the late peer's delay (0: off) */
 	dpg_dtype_t dt;
 	uint16_t port;
 	uint8_t secret[32];
@@ -94,6 +110,7 @@ static void die(int rank, const char *what, const struct dpg_err *err)
 }
 
 static dpg_dtype_t g_dt = DPG_F32;	/* the element type of this run */
+static char *g_limit;			/* -m limit: the "peers' data" (maxb) */
 static bool g_track;			/* -T */
 static struct dpg_track g_trk;
 
@@ -111,12 +128,41 @@ static void setv(void *b, size_t i, float v)
 		((float *)b)[i] = v;
 }
 
+/* -m limit: the copying op needs at least, on local memory (see the top). */
+static void run_limit(const struct dpg_comm *c, int op, size_t count, void *r)
+{
+	size_t n = (size_t)c->size, es = dpg_dtype_size(g_dt), blk = count / n, q;
+	const void *src[64];
+
+	switch (op) {
+	case OP_ALLREDUCE:
+	case OP_REDUCE_SCATTER:
+		for (q = 0; q < n; q++)
+			src[q] = g_limit + q * blk * es;
+		dpg_reduce_n(r, src, (int)n, blk, g_dt, DPG_SUM, 0);
+		if (op == OP_ALLREDUCE)
+			memcpy((char *)r + blk * es, g_limit, (count - blk) * es);
+		break;
+	case OP_BCAST:
+		if (c->rank == 0)
+			break;
+		/* fall through */
+	default:
+		memcpy(r, g_limit, count * es);
+		break;
+	}
+}
+
 /* One call of op; count = elements of the op's "bytes" (see the header). */
 static int run_op_raw(struct dpg_comm *c, int op, size_t count, void *s, void *r,
 		  struct dpg_err *err)
 {
 	size_t n = (size_t)c->size;
 
+	if (g_limit != NULL) {
+		run_limit(c, op, count, r);
+		return 0;
+	}
 	switch (op) {
 	case OP_ALLREDUCE:
 		return c->ops->allreduce(c, s, r, count, g_dt, DPG_SUM, NULL, err);
@@ -214,6 +260,54 @@ static double batch(struct dpg_comm *c, int op, size_t count, void *s, void *r, 
 	return max_over_ranks(c, (now_s() - t0) / iters);
 }
 
+/* CPU seconds (user + system) of this process so far. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* -W: op at `count` with the last rank ms late, 3 times; rank 0 prints the
+ * median wall and CPU time of the waiting ranks (max over them). */
+static void late_peer(struct dpg_comm *c, const struct opts *o, int op, size_t count,
+		      void *s, void *r)
+{
+	double wall[3], cpu[3], w, u;
+	struct dpg_err err;
+	int k;
+
+	for (k = 0; k < 3; k++) {
+		if (c->ops->barrier(c, &err) != 0)
+			die(c->rank, "barrier", &err);
+		if (c->rank == c->size - 1) {
+			usleep((useconds_t)o->wait_ms * 1000);
+			w = u = 0;
+			if (run_op(c, op, count, s, r, &err) != 0)
+				die(c->rank, op_names[op], &err);
+		} else {
+			w = now_s();
+			u = cpu_s();
+			if (run_op(c, op, count, s, r, &err) != 0)
+				die(c->rank, op_names[op], &err);
+			u = cpu_s() - u;
+			w = now_s() - w;
+		}
+		wall[k] = max_over_ranks(c, w);
+		cpu[k] = max_over_ranks(c, u);
+	}
+	qsort(wall, 3, sizeof(double), cmp_double);
+	qsort(cpu, 3, sizeof(double), cmp_double);
+	if (c->rank == 0) {
+		printf("WAIT,%s,%s,%d,%.0f,%d,%.3f,%.3f\n", o->label, op_names[op], c->size,
+		       (double)count * (double)dpg_dtype_size(g_dt), o->wait_ms, wall[1] * 1e3,
+		       cpu[1] * 1e3);
+		fflush(stdout);
+	}
+}
+
 static double bus_factor(int op, int n)
 {
 	switch (op) {
@@ -274,6 +368,11 @@ static int rank_main(int rank, const struct opts *o)
 		die(rank, "out of memory", NULL);
 	memset(sbuf, 0, o->maxb);
 	memset(rbuf, 0, o->maxb);
+	if (strcmp(o->mode, "limit") == 0) {
+		if (posix_memalign((void **)&g_limit, 4096, o->maxb) != 0)
+			die(rank, "out of memory", NULL);
+		memset(g_limit, 0, o->maxb);
+	}
 	ts = calloc((size_t)o->reps, sizeof(*ts));
 	if (ts == NULL)
 		die(rank, "out of memory", NULL);
@@ -303,7 +402,8 @@ static int rank_main(int rank, const struct opts *o)
 			fill(&c, op, count, sbuf);
 			if (run_op(&c, op, count, sbuf, rbuf, &err) != 0)
 				die(rank, op_names[op], &err);
-			bad = (long)max_over_ranks(&c, (double)check(&c, op, count, sbuf, rbuf));
+			bad = g_limit != NULL ? 0
+				: (long)max_over_ranks(&c, (double)check(&c, op, count, sbuf, rbuf));
 			if (bad && rank == 0)
 				fprintf(stderr, "CHECK FAILED %s bytes=%zu bad=%ld\n", op_names[op],
 					bytes, bad);
@@ -339,19 +439,28 @@ static int rank_main(int rank, const struct opts *o)
 			}
 		}
 	}
+	for (op = 0; op < OP_N && o->wait_ms > 0 && g_limit == NULL; op++)
+		if (o->on[op]) {
+			size_t count = o->minb / dpg_dtype_size(g_dt);
+
+			count -= count % (size_t)o->n;
+			fill(&c, op, count, sbuf);
+			late_peer(&c, o, op, count, sbuf, rbuf);
+		}
 	c.ops->destroy(&c);
 	dpg_store_close(st);
 	free(ts);
 	free(sbuf);
 	free(rbuf);
+	free(g_limit);
 	return 0;
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring] [-b MINBYTES] "
+	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
-		"[-l LABEL] [-s SLOT_BYTES] [-d f32|bf16] [-P] [-T]\n");
+		"[-l LABEL] [-s SLOT_BYTES] [-d f32|bf16] [-W MS] [-P] [-T]\n");
 	exit(2);
 }
 
@@ -400,6 +509,8 @@ int main(int argc, char **argv)
 			o.warm = atoi(v);
 		else if (strcmp(a, "-l") == 0)
 			o.label = v;
+		else if (strcmp(a, "-W") == 0)
+			o.wait_ms = atoi(v);
 		else if (strcmp(a, "-s") == 0)
 			o.slot = strtoull(v, NULL, 0);
 		else if (strcmp(a, "-d") == 0 && (strcmp(v, "f32") == 0 || strcmp(v, "bf16") == 0))
@@ -420,7 +531,7 @@ int main(int argc, char **argv)
 	}
 	if (o.n < 1 || o.n > 64 || o.reps < 1 || o.factor < 2 || o.minb < 4 ||
 	    o.maxb < o.minb || (strcmp(o.mode, "shm") != 0 && strcmp(o.mode, "tcp") != 0 &&
-				strcmp(o.mode, "ring") != 0))
+				strcmp(o.mode, "ring") != 0 && strcmp(o.mode, "limit") != 0))
 		usage();
 	if (o.label == NULL) {
 		snprintf(label, sizeof(label), "dpg-%s", o.mode);

@@ -22,6 +22,9 @@
 #   RUNS=3                 interleaved repetitions
 #   OPS=allreduce,reduce_scatter,allgather,bcast
 #   MINB=4096 MAXB=67108864 FACTOR=4 REPS=7 TARGET_MS=50
+#   WAIT_MS=100            late peer: each op at MINB once more with the last
+#                          rank WAIT_MS late; the table's "CPU time while
+#                          waiting" says what the others burn (0: off)
 #   MPIRUN=mpirun.openmpi
 #   PEERS="ompi gloo"      which peers to run when present
 #   GLOO_PY=PYTHON         a python with torch (default: $DPG_PYENV, else the
@@ -41,6 +44,7 @@ if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
 if [ "$SMOKE" = 1 ]; then
 	RANKS=${RANKS:-2}; RUNS=${RUNS:-1}; OPS=${OPS:-allreduce}
 	MINB=${MINB:-4096}; MAXB=${MAXB:-65536}; REPS=${REPS:-2}; TARGET_MS=${TARGET_MS:-5}
+	WAIT_MS=${WAIT_MS:-10}
 fi
 if [ -n "${1:-}" ]; then
 	out=$1
@@ -59,6 +63,7 @@ MAXB=${MAXB:-67108864}
 FACTOR=${FACTOR:-4}
 REPS=${REPS:-7}
 TARGET_MS=${TARGET_MS:-50}
+WAIT_MS=${WAIT_MS:-100}
 MPIRUN=${MPIRUN:-mpirun.openmpi}
 bench_build
 bench_need dpg_prog coll_bench
@@ -92,7 +97,7 @@ case " $PEERS " in
 	fi ;;
 esac
 
-ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -c $OPS"
+ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -c $OPS -W $WAIT_MS"
 OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"
 
 {
@@ -139,8 +144,15 @@ python3 - "$out" <<'EOF'
 import glob, os, re, statistics, sys
 out = sys.argv[1]
 rows = {}   # (impl, transport, n, op, bytes) -> [busbw per run]
+waits = {}  # (impl, transport, n, op) -> [(sleep_ms, wall_ms, cpu_ms) per run]
 for path in glob.glob(os.path.join(out, "*.run*.txt")):
     for line in open(path):
+        if line.startswith("WAIT,"):
+            f = line.strip().split(",")
+            impl, transport = f[1].split("-", 1)
+            waits.setdefault((impl, transport, int(f[3]), f[2]), []).append(
+                (int(f[5]), float(f[6]), float(f[7])))
+            continue
         if not line.startswith("CSV,"):
             continue
         f = line.strip().split(",")
@@ -208,6 +220,27 @@ for p in peers:
         r, op, t, n, b = worst[p]
         lines.append("worst vs %s: %.2fx (%s %s n=%d %s)" % (pname[p], r, op, t, n, human(b)))
 lines.append("")
+if waits:
+    impls = ["dpg"] + peers
+    lines.append("## CPU time while waiting")
+    lines.append("")
+    lines.append("Each op at %s once more with the last rank %d ms late: wall / CPU time "
+                 "(user + system, getrusage) of the waiting ranks' call in ms, median over "
+                 "runs of the median of 3, max over the waiting ranks." % (
+                     human(min(k[4] for k in rows)) if rows else "MINB",
+                     max(v[0] for vs in waits.values() for v in vs)))
+    lines.append("")
+    lines.append("| op | transport | n |" + "".join(" %s wall / CPU ms |" % i for i in impls))
+    lines.append("|---|---|---:|" + "---:|" * len(impls))
+    for op in ops:
+        for t, n in sorted({(k[1], k[2]) for k in waits if k[3] == op}, key=lambda c: (c[1], c[0])):
+            s = "| %s | %s | %d |" % (op, t, n)
+            for i in impls:
+                v = waits.get((i, t, n, op))
+                s += (" %.1f / %.1f |" % (statistics.median(x[1] for x in v),
+                                          statistics.median(x[2] for x in v))) if v else " - |"
+            lines.append(s)
+    lines.append("")
 lines.append("## 64 MiB summary")
 lines.append("")
 lines.append("| op | transport | n | dpg busbw |" + "".join(" %s busbw | ratio |" % p for p in peers))

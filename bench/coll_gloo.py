@@ -5,7 +5,10 @@
 # batches, max over ranks, nccl-tests bus factors) so it prints the same CSV.
 #
 # Usage: python coll_gloo.py -n RANKS [-b MIN] [-e MAX] [-f FACTOR] [-r REPS]
-#          [-t TARGET_MS] [-c OPS] [-l LABEL] [-P]
+#          [-t TARGET_MS] [-c OPS] [-l LABEL] [-W MS] [-P]
+# -W MS: the late-peer measurement of coll_bench.c (WAIT lines: the wall and
+# CPU time, user + system of the whole process, of a call whose last rank
+# comes MS ms late; median of 3, max over the waiting ranks).
 # Ranks are processes on this host joined through a TCPStore on 127.0.0.1;
 # gloo's pairs run over loopback TCP (gloo has no shared-memory transport, so
 # this is what a one-node PyTorch CPU job gets).  Each rank is pinned to CPU
@@ -16,6 +19,7 @@
 import argparse
 import math
 import os
+import resource
 import socket
 import sys
 import time
@@ -134,6 +138,37 @@ def one_size(rn, a, op, nbytes):
             print("CHECK FAILED %s bytes=%d" % (op, nbytes), file=sys.stderr)
 
 
+def cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def late_peer(rn, a, op):
+    """One call of op at a.b bytes with the last rank a.W ms late, 3 times."""
+    torch, n, rank = rn.torch, rn.n, rn.rank
+    count = a.b // 4
+    count -= count % n
+    s, r = rn.buffers(op, count)
+    walls, cpus = [], []
+    for _ in range(3):
+        rn.dist.barrier()
+        if rank == n - 1:
+            time.sleep(a.W / 1000.0)
+            w = u = 0.0
+            rn.run(op, s, r)
+        else:
+            w, u = time.perf_counter(), cpu_s()
+            rn.run(op, s, r)
+            w, u = time.perf_counter() - w, cpu_s() - u
+        x = torch.tensor([w, u], dtype=torch.float64)
+        rn.dist.all_reduce(x, op=rn.dist.ReduceOp.MAX)
+        walls.append(float(x[0]))
+        cpus.append(float(x[1]))
+    if rank == 0:
+        print("WAIT,%s,%s,%d,%d,%d,%.3f,%.3f" % (a.l, op, n, count * 4, a.W,
+              sorted(walls)[1] * 1e3, sorted(cpus)[1] * 1e3), flush=True)
+
+
 def rank_main(rank, a, port):
     if not a.P:
         ncpu = os.cpu_count() or 1
@@ -148,16 +183,20 @@ def rank_main(rank, a, port):
     if rank == 0:
         print("# torch %s gloo | nranks=%d | reps=%d target_ms=%.0f | GB/s = 1e9 B/s" % (
             torch.__version__, a.n, a.r, a.t), flush=True)
+    ok = []
     for op in a.c.split(","):
         why = rn.supported(op)
         if why is not None:
             if rank == 0:
                 print("skip: gloo %s: not supported by this torch: %s" % (op, why), flush=True)
             continue
+        ok.append(op)
         nbytes = a.b
         while nbytes <= a.e:
             one_size(rn, a, op, nbytes)
             nbytes *= a.f
+    for op in ok if a.W > 0 else []:
+        late_peer(rn, a, op)
     dist.barrier()
     sys.stdout.flush()
     # torch 2.15's gloo teardown can abort at interpreter exit (pytorch#190489)
@@ -174,6 +213,7 @@ def main():
     p.add_argument("-t", type=float, default=50.0)
     p.add_argument("-c", default=",".join(OPS))
     p.add_argument("-l", default="gloo")
+    p.add_argument("-W", type=int, default=0)
     p.add_argument("-P", action="store_true")
     a = p.parse_args()
     bad = [o for o in a.c.split(",") if o not in OPS]

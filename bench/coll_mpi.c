@@ -6,13 +6,16 @@
  *
  * Build: mpicc -O2 -o coll_mpi bench/coll_mpi.c -lm
  * Run:   mpirun -np 2 ./coll_mpi [-b MINBYTES] [-e MAXBYTES] [-f FACTOR]
- *          [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
+ *          [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL] [-W MS]
+ * -W MS: the late-peer measurement of coll_bench.c (WAIT lines).
  */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BCAST, OP_N };
 static const char *const op_names[OP_N] = { "allreduce", "reduce_scatter", "allgather",
@@ -99,6 +102,50 @@ static double batch(int op, size_t count, int n, float *s, float *r, int iters)
 	return tmax;
 }
 
+/* CPU seconds (user + system) of this process so far. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* The late peer (coll_bench.c's -W): the last rank calls wait_ms late. */
+static void late_peer(int op, size_t count, int n, int rank, int wait_ms, const char *label,
+		      float *s, float *r)
+{
+	double wall[3], cpu[3], w, u, x;
+	int k;
+
+	for (k = 0; k < 3; k++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (rank == n - 1) {
+			usleep((useconds_t)wait_ms * 1000);
+			w = u = 0;
+			run_op(op, count, n, s, r);
+		} else {
+			w = MPI_Wtime();
+			u = cpu_s();
+			run_op(op, count, n, s, r);
+			u = cpu_s() - u;
+			w = MPI_Wtime() - w;
+		}
+		MPI_Allreduce(&w, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		wall[k] = x;
+		MPI_Allreduce(&u, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		cpu[k] = x;
+	}
+	qsort(wall, 3, sizeof(double), cmp_double);
+	qsort(cpu, 3, sizeof(double), cmp_double);
+	if (rank == 0) {
+		printf("WAIT,%s,%s,%d,%.0f,%d,%.3f,%.3f\n", label, op_names[op], n,
+		       (double)count * sizeof(float), wait_ms, wall[1] * 1e3, cpu[1] * 1e3);
+		fflush(stdout);
+	}
+}
+
 static double bus_factor(int op, int n)
 {
 	return op == OP_ALLREDUCE ? 2.0 * (n - 1) / n
@@ -109,6 +156,7 @@ int main(int argc, char **argv)
 {
 	size_t minb = 4096, maxb = 64u << 20, bytes;
 	int factor = 4, reps = 7, warm = -1, on[OP_N] = { 1, 1, 1, 1 }, rank, n, i, op;
+	int wait_ms = 0;
 	double target_ms = 50, *ts;
 	const char *label = "ompi";
 	float *sbuf = NULL, *rbuf = NULL;
@@ -135,6 +183,8 @@ int main(int argc, char **argv)
 			warm = atoi(v);
 		else if (strcmp(a, "-l") == 0)
 			label = v;
+		else if (strcmp(a, "-W") == 0)
+			wait_ms = atoi(v);
 		else if (strcmp(a, "-c") == 0) {
 			char *list = strdup(v), *tok, *save = NULL;
 
@@ -214,6 +264,14 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+	for (op = 0; op < OP_N && wait_ms > 0; op++)
+		if (on[op]) {
+			size_t count = minb / sizeof(float);
+
+			count -= count % (size_t)n;
+			fill(rank, n, op, count, sbuf);
+			late_peer(op, count, n, rank, wait_ms, label, sbuf, rbuf);
+		}
 	free(ts);
 	free(sbuf);
 	free(rbuf);

@@ -26,8 +26,8 @@ uint64_t dpg_check_nofile_need(int world, bool rank0);
 
 /* Bytes of /dev/shm one node's segment needs with `local` tasks: the
  * largest the CPU backend makes (4 sets x local x 1 MiB slots, the size it
- * takes when the node is oversubscribed; 256 KiB slots otherwise; at most
- * 64 MiB) and a MiB for its header and pipes. */
+ * takes when the node is oversubscribed; 8 sets of 256 KiB otherwise; at
+ * most 64 MiB) and a MiB for its header and pipes. */
 uint64_t dpg_check_shm_need(int local);
 
 /* "Max open files" of <root>/proc/self/limits (soft limit) vs the need. */

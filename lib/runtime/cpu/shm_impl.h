@@ -19,6 +19,11 @@
 #define SHM_DEFAULT_SLOT (256u << 10)
 #define SHM_DEFAULT_SLOT_OVERSUB (1u << 20)
 #define SHM_DEFAULT_SETS 4
+/* Slots per rank, K * S, by default: more than a core's L2 (1 MiB on the
+ * AMD EPYC hosts measured), so that a slot's lines have left the readers'
+ * caches before it is written again (see shm_direct.c) */
+#define SHM_RING_BYTES (2u << 20)
+#define SHM_MAX_SETS 16
 #define SHM_DEFAULT_PIPE (1u << 20)
 #define SHM_MAX_SEGMENT (64u << 20)
 /* Direct allreduce: up to this many bytes, every rank reduces everything. */
@@ -27,6 +32,9 @@
  * when the collective writes at least this much: the buffer would not stay
  * in cache anyway, and the stores then need no read-for-ownership. */
 #define SHM_NT_BYTES (8u << 20)
+/* all_gather / broadcast stages: a quarter of the call, at least this */
+#define SHM_CHUNK_DIV 4
+#define SHM_MIN_CHUNK (16u << 10)
 
 /* Waits: spin this long (when not oversubscribed), yield this many times,
  * then sleep in futex slices of at most SLICE_MS. */
@@ -49,6 +57,9 @@ struct shm_hdr {
 	uint64_t data_off;
 	_Atomic uint32_t attached;
 	_Atomic uint32_t gone;		/* the last attacher removed the name */
+	uint32_t split;			/* direct: copy collectives run in stages
+					 * under a slot (shm_direct.c); the
+					 * creator decides, every rank follows */
 	_Alignas(SHM_CL) _Atomic uint64_t fail;
 };
 /* tests/unit/runtime/test_shm.c corrupts the word here, as a stranger would */
@@ -84,6 +95,7 @@ struct dpg_shm {
 	int *pidfds;			/* -1: not watched */
 	pid_t *pids;
 	bool pid_ok, oversub;
+	bool split;			/* hdr->split */
 	int64_t last_health_ms;
 	/* direct */
 	size_t S;			/* slot bytes */

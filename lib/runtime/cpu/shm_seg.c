@@ -122,11 +122,20 @@ static int shm_new(const struct dpg_shm_cfg *cfg, struct dpg_shm **out, struct d
 		s->pids[q] = cfg->pids[q];
 		s->pidfds[q] = -1;
 	}
-	/* the stages run one ahead of each other: at least 3 sets */
-	s->K = cfg->nsets >= 3 ? cfg->nsets : SHM_DEFAULT_SETS;
+	/* the stages run one ahead of each other: at least 3 sets; by default
+	 * enough sets for SHM_RING_BYTES of slots per rank, at most
+	 * SHM_MAX_SETS (then fewer sets, then smaller slots, while the segment
+	 * is over SHM_MAX_SEGMENT) */
 	s->S = cfg->slot_bytes > 0 ? cfg->slot_bytes
 		: s->oversub ? SHM_DEFAULT_SLOT_OVERSUB : SHM_DEFAULT_SLOT;
 	s->S = shm_round_up(s->S, 4096);
+	s->K = cfg->nsets >= 3 ? cfg->nsets : SHM_DEFAULT_SETS;
+	if (cfg->nsets < 3 && s->S < SHM_RING_BYTES / SHM_DEFAULT_SETS)
+		s->K = s->S < SHM_RING_BYTES / SHM_MAX_SETS ? SHM_MAX_SETS
+			: (int)(SHM_RING_BYTES / s->S);
+	while (s->K > SHM_DEFAULT_SETS && cfg->nsets < 3 &&
+	       (size_t)s->K * (size_t)s->n * s->S > SHM_MAX_SEGMENT)
+		s->K /= 2;
 	while (s->S > 64u << 10 && (size_t)s->K * (size_t)s->n * s->S > SHM_MAX_SEGMENT)
 		s->S /= 2;
 	s->P = shm_round_up(cfg->pipe_bytes > 0 ? cfg->pipe_bytes : SHM_DEFAULT_PIPE, 4096);
@@ -217,6 +226,9 @@ static void seg_header(struct dpg_shm *s, size_t ctl_off, size_t data_off)
 	s->hdr->pipe_bytes = s->P;
 	s->hdr->ctl_off = ctl_off;
 	s->hdr->data_off = data_off;
+	/* stages under a slot overlap copies on different CPUs: none to
+	 * overlap on when the ranks outnumber them */
+	s->hdr->split = !s->oversub;
 	atomic_store(&s->hdr->attached, 1);
 	atomic_store_explicit(&s->hdr->magic, SHM_MAGIC, memory_order_release);
 }
@@ -336,6 +348,7 @@ static void seg_start(struct dpg_shm *s, size_t ctl_off, size_t data_off)
 {
 	int q;
 
+	s->split = s->hdr->split != 0;
 	s->ctl = (struct shm_ctl *)(void *)((char *)s->base + ctl_off);
 	s->data = (char *)s->base + data_off;
 	if (s->mode == DPG_SHM_DIRECT)

@@ -663,6 +663,73 @@ static void test_coll_n8_tcp(void **state)
 	run_coll(8, L_TCP, BIG / 32);
 }
 
+/* ------------------------------------------------------------ copy stages */
+
+/* shm_direct.c runs all_gather and broadcast in stages of a quarter of the
+ * call (16 KiB at least, a slot of 256 KiB at most), each at an offset in
+ * its slot that moves on every time the slot sets come round.  Sizes
+ * straddle the stage boundaries (one stage, just over 16 KiB, a quarter
+ * that is no multiple of 4 KiB, several full slots), with 2-, 4- and
+ * 8-byte elements, every placement and root, and calls of other kinds in
+ * between, many times over so that the offsets wrap. */
+struct copy_arg {
+	int n;
+	char name[48];
+};
+
+static int copy_child(int rank, void *argp)
+{
+	const struct copy_arg *a = argp;
+	static const dpg_dtype_t dts[] = { DPG_F32, DPG_F16, DPG_F64 };
+	struct rank_env re;
+	struct dpg_comm *c = &re.c;
+	size_t d, k, t = 16384;
+	int salt = 1000, mode, root, round;
+
+	if (rank_start(&re, rank, a->n, a->name, L_SHM, 30.0, NULL) != 0)
+		return 1;
+	for (round = 0; round < 3; round++)
+		for (d = 0; d < 3; d++) {
+			size_t es = dpg_dtype_size(dts[d]);
+			size_t sizes[] = { t / es - 1, t / es + 1, 3 * t / es + 7,
+					   (1u << 20) / es + 13, 100003 };
+
+			for (k = 0; k < 5; k++) {
+				for (mode = 0; mode < 3; mode++)
+					if (check_all_gather(c, dts[d], sizes[k], mode, ++salt))
+						return 1;
+				for (root = 0; root < a->n; root++)
+					if (check_broadcast(c, dts[d], sizes[k] + (size_t)root,
+							    root, ++salt))
+						return 1;
+				if (check_allreduce(c, dts[d], DPG_SUM, sizes[k], k % 2 == 0, false,
+						    ++salt))
+					return 1;
+			}
+		}
+	rank_stop(&re);
+	return 0;
+}
+
+static void run_copy(int n)
+{
+	struct copy_arg a = { .n = n };
+	double t0 = mono_s();
+	int bad;
+
+	snprintf(a.name, sizeof(a.name), "copy%d.%d", g_name_seq++, n);
+	bad = run_ranks(n, copy_child, &a, 120);
+	fprintf(stderr, "  [copy stages n=%d: %.2f s]\n", n, mono_s() - t0);
+	assert_int_equal(bad, 0);
+}
+
+static void test_copy_stages(void **state)
+{
+	(void)state;
+	run_copy(2);
+	run_copy(3);
+}
+
 /* ------------------------------------------------------------ failures */
 
 struct fail_arg {
@@ -670,7 +737,23 @@ struct fail_arg {
 	char name[48];
 	double *shared;		/* MAP_SHARED: [0] = the victim's exit time */
 	int mode;		/* 0 kill mid-call, 1 never call (timeout), 2 abort */
+	int op;			/* 0 allreduce, 1 all_gather, 2 broadcast */
 };
+
+/* One call of a->op on buf (count floats; all_gather: count / n each into
+ * out, count floats). */
+static int fail_op(struct dpg_comm *c, const struct fail_arg *a, float *buf, float *out,
+		   size_t count, struct dpg_err *err)
+{
+	switch (a->op) {
+	case 1:
+		return c->ops->all_gather(c, buf, out, count / (size_t)c->size, DPG_F32, NULL, err);
+	case 2:
+		return c->ops->broadcast(c, buf, count, DPG_F32, 0, NULL, err);
+	default:
+		return c->ops->allreduce(c, buf, buf, count, DPG_F32, DPG_SUM, NULL, err);
+	}
+}
 
 static void *killer(void *argp)
 {
@@ -689,7 +772,7 @@ static int fail_child(int rank, void *argp)
 	struct dpg_comm *c = &re.c;
 	struct dpg_err err = { "" };
 	size_t count = 1u << 18, i;
-	float *buf;
+	float *buf, *out;
 	int rc = 0, iter;
 	double t_err;
 	char want[64];
@@ -697,6 +780,7 @@ static int fail_child(int rank, void *argp)
 	if (rank_start(&re, rank, a->n, a->name, a->layout, a->mode == 1 ? 1.0 : 20.0, NULL) != 0)
 		return 1;
 	buf = (float *)(void *)xmalloc(count * sizeof(float));
+	out = (float *)(void *)xmalloc(count * sizeof(float));
 	for (i = 0; i < count; i++)
 		buf[i] = 1.0f;
 	if (rank == a->victim) {
@@ -704,16 +788,17 @@ static int fail_child(int rank, void *argp)
 
 		if (a->mode == 1) {
 			usleep(2500000);	/* alive, but never calls */
+			free(out);
 			free(buf);
 			rank_stop(&re);
 			return 0;
 		}
 		pthread_create(&t, NULL, killer, a);
 		for (;;)	/* dies inside one of these */
-			c->ops->allreduce(c, buf, buf, count, DPG_F32, DPG_SUM, NULL, &err);
+			fail_op(c, a, buf, out, count, &err);
 	}
 	for (iter = 0; iter < 100000; iter++) {
-		rc = c->ops->allreduce(c, buf, buf, count, DPG_F32, DPG_SUM, NULL, &err);
+		rc = fail_op(c, a, buf, out, count, &err);
 		if (rc != 0)
 			break;
 	}
@@ -739,14 +824,16 @@ static int fail_child(int rank, void *argp)
 	/* sticky: the next call fails the same way at once */
 	CHK(c->ops->allreduce(c, buf, buf, 4, DPG_F32, DPG_SUM, NULL, &err) == rc,
 	    "the failure is not sticky");
+	free(out);
 	free(buf);
 	rank_stop(&re);
 	return 0;
 }
 
-static void run_fail(int n, int layout, int victim, int mode)
+static void run_fail_op(int n, int layout, int victim, int mode, int op)
 {
-	struct fail_arg a = { .n = n, .layout = layout, .victim = victim, .mode = mode };
+	struct fail_arg a = { .n = n, .layout = layout, .victim = victim, .mode = mode,
+			      .op = op };
 	double t0 = mono_s();
 	int bad;
 
@@ -755,13 +842,19 @@ static void run_fail(int n, int layout, int victim, int mode)
 	snprintf(a.name, sizeof(a.name), "fail%d.%s.%d", g_name_seq++, layout_name(layout), n);
 	bad = run_ranks(n, fail_child, &a, 60);
 	if (mode == 0)
-		fprintf(stderr, "  [%s n=%d victim %d: survivors noticed in <= %.3f s]\n",
+		fprintf(stderr, "  [%s %s n=%d victim %d: survivors noticed in <= %.3f s]\n",
+			op == 1 ? "all_gather" : op == 2 ? "broadcast" : "allreduce",
 			layout_name(layout), n, victim, a.shared[1]);
 	else
 		fprintf(stderr, "  [%s n=%d rank %d never calls: %.2f s]\n", layout_name(layout),
 			n, victim, mono_s() - t0);
 	munmap(a.shared, 4096);
 	assert_int_equal(bad, 0);
+}
+
+static void run_fail(int n, int layout, int victim, int mode)
+{
+	run_fail_op(n, layout, victim, mode, 0);
 }
 
 static void test_kill_tcp(void **state)
@@ -776,6 +869,10 @@ static void test_kill_shm(void **state)
 	(void)state;
 	run_fail(3, L_SHM, 1, 0);
 	run_fail(4, L_SHM, 0, 0);
+	/* the copy collectives: a reader, the root, a rank of an all_gather */
+	run_fail_op(2, L_SHM, 1, 0, 1);
+	run_fail_op(3, L_SHM, 0, 0, 2);
+	run_fail_op(3, L_SHM, 2, 0, 2);
 }
 
 static void test_kill_mixed(void **state)
@@ -1771,6 +1868,7 @@ int main(void)
 		cmocka_unit_test(test_coll_n8_half),
 		cmocka_unit_test(test_coll_n8_shm),
 		cmocka_unit_test(test_coll_n8_tcp),
+		cmocka_unit_test(test_copy_stages),
 		cmocka_unit_test(test_kill_tcp),
 		cmocka_unit_test(test_kill_shm),
 		cmocka_unit_test(test_kill_mixed),

@@ -415,6 +415,70 @@ static void test_segment_lifecycle(void **state)
 	run_ranks(3, lifecycle_rank, 10);
 }
 
+/* The copy collectives in stages under a slot (what a rank per CPU gets:
+ * oversub = 0), default slots: sizes from under one 16 KiB stage to several
+ * full slots, odd counts, every root, in place and not, back to back so
+ * that the stages' offsets in the slots come round; every element checked
+ * (the value encodes rank, call and index). */
+static float split_val(int q, int call, size_t i)
+{
+	return (float)((q + 1) * 1000003 + call * 7919 + (int)(i % 100003));
+}
+
+static int split_rank(struct rk *r)
+{
+	static const size_t counts[] = { 3, 4095, 4097, 65537, 300001, 1 << 20 };
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(20000, NULL);
+	struct dpg_shm *s = NULL;
+	size_t big = (size_t)r->n << 20, i, k;
+	float *a = malloc(big * sizeof(float)), *b = malloc(big * sizeof(float));
+	int call = 0, q, rc = 0;
+
+	CHK(a != NULL && b != NULL, "out of memory");
+	r->cfg.oversub = 0;
+	r->cfg.slot_bytes = 0;
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	for (int round = 0; round < 3 && rc == 0; round++)
+		for (k = 0; k < sizeof(counts) / sizeof(counts[0]) && rc == 0; k++) {
+			size_t c = counts[k];
+			bool inplace = (k + (size_t)round) % 2 == 0;
+			float *send = inplace ? b + (size_t)r->rank * c : a;
+
+			call++;
+			for (i = 0; i < c; i++)
+				send[i] = split_val(r->rank, call, i);
+			CHK(dpg_shm_all_gather(s, send, b, c, DPG_F32, &w, &err) == 0,
+			    "all_gather %zu: %s", c, err.msg);
+			for (q = 0; q < r->n; q++)
+				for (i = 0; i < c; i++)
+					CHK(b[(size_t)q * c + i] == split_val(q, call, i),
+					    "all_gather %zu%s: block %d [%zu]", c,
+					    inplace ? " in place" : "", q, i);
+			for (int root = 0; root < r->n; root++) {
+				call++;
+				for (i = 0; i < c; i++)
+					a[i] = r->rank == root ? split_val(root, call, i) : -1.0f;
+				CHK(dpg_shm_broadcast(s, a, c, DPG_F32, root, &w, &err) == 0,
+				    "broadcast %zu: %s", c, err.msg);
+				for (i = 0; i < c; i++)
+					CHK(a[i] == split_val(root, call, i), "broadcast %zu root %d "
+					    "[%zu] = %g", c, root, i, a[i]);
+			}
+		}
+	dpg_shm_close(s);
+	free(a);
+	free(b);
+	return rc;
+}
+
+static void test_split_copies(void **state)
+{
+	(void)state;
+	run_ranks(2, split_rank, 60);
+	run_ranks(3, split_rank, 60);
+}
+
 /* The creator closes without an explicit unlink: the name goes too. */
 static int close_unlinks_rank(struct rk *r)
 {
@@ -987,6 +1051,7 @@ int main(void)
 		cmocka_unit_test(test_bad_peer_segment),
 		cmocka_unit_test(test_mismatch),
 		cmocka_unit_test(test_pipes),
+		cmocka_unit_test(test_split_copies),
 		cmocka_unit_test(test_failure_word),
 		cmocka_unit_test(test_dead_rank),
 		cmocka_unit_test(test_absent_rank),
