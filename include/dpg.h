@@ -41,8 +41,10 @@
  *    1 ... issued a different collective than rank 2 ..."), the communicator
  *    then stays failed.  Every rank of a communicator of one node, and every
  *    rank of an allreduce, reduce_scatter, all_gather or barrier, fails in
- *    the mismatched call itself; a broadcast over nodes can complete on the
- *    ranks between its root and the mismatch, which fail at their next call.
+ *    the mismatched call itself; a broadcast over nodes can complete on its
+ *    root (which takes nothing from the others: it checks the stamp the
+ *    ring sends back at its next call) and on the ranks between the root
+ *    and the mismatch, which fail at their next call.
  *    A call refused by its own argument checks (DPG_ERR_INVALID before any
  *    communication) still takes its number, so the peers' matching call is
  *    reported as a mismatch instead of pairing with this rank's next call.

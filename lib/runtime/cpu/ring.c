@@ -22,8 +22,14 @@
  * for an all-gather step is received in place.
  *   Stamps: before its data every rank sends its call's stamp (stamp.h) to
  * next and checks prev's before it touches prev's data (step -1 of both
- * streams, also for a broadcast's root and last rank): a difference is a
- * MISMATCH failure, flooded like the others.
+ * streams): a difference is a MISMATCH failure, flooded like the others.
+ * A broadcast's root needs nothing from prev and its last rank sends
+ * nothing to next, so neither exchanges the stamp of that link at once (a
+ * small broadcast would cost a round trip): the last rank keeps its stamp
+ * and sends it before its next call's, the root owes the check and makes it
+ * at its next call that reads from prev (in step -2, before step -1's
+ * stamp); after DPG_RING_DEFER broadcasts in a row both do it anyway, so
+ * that a program whose ranks disagree on the root is still caught.
  *   One rounding: where the partial sums need a wider type than the element
  * (f16/bf16 sum and avg: f32; integer avg: i64 / 128 bits; reduce.h), the
  * reduce-scatter steps 1..n-2 carry accumulators instead of elements (the
@@ -59,8 +65,11 @@
 #define CPU_GRACE_MS 500
 #define CPU_POLL_SLICE_MS 100
 #define CPU_TCP_SPIN_NS 20000		/* busy retries before a blocking poll */
-#define CPU_TCP_YIELD_NS 200000		/* the same with sched_yield, when the
-					 * machine's ranks outnumber its CPUs */
+#define CPU_TCP_YIELD_NS 1000000	/* the same with sched_yield, when the
+					 * machine's ranks outnumber its CPUs
+					 * (200 us: 4 ranks on 2 vCPUs moved
+					 * up to 0.7x of the bytes at 64 KiB-
+					 * 1 MiB; a wakeup waits for a slice) */
 
 struct cpu_notice {
 	uint32_t magic;
@@ -322,9 +331,9 @@ static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int 
 
 	memset(s, 0, sizeof(*s));
 	s->wes = j->es;
-	if (t < 0) {
-		s->src = (const char *)&j->stamp;
-		s->len = sizeof(j->stamp);
+	if (t < 0) {	/* this call's stamp after those left unsent */
+		s->src = (const char *)p->unsent;
+		s->len = (size_t)p->nunsent * sizeof(j->stamp);
 		s->wes = 8;
 		return;
 	}
@@ -393,7 +402,13 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 
 	memset(s, 0, sizeof(*s));
 	s->wes = j->es;
-	if (t < 0) {
+	if (t == -2) {	/* the stamps of the broadcasts we owe a check */
+		s->dst = (char *)p->rowed;
+		s->len = (size_t)p->nowed * sizeof(p->rowed[0]);
+		s->wes = 8;
+		return;
+	}
+	if (t < 0) {	/* this call's */
 		s->dst = (char *)&p->rstamp;
 		s->len = sizeof(p->rstamp);
 		s->wes = 8;
@@ -437,7 +452,9 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 /* ------------------------------------------------------------ the engine */
 
 struct eng {
-	int ot, it;		/* current out / in step (-1: the stamp) */
+	int ot, it;		/* current out / in step (-1: the stamp, -2: the
+				 * owed ones) */
+	bool kept;		/* this call's stamp stays unsent (stamps_out) */
 	size_t ooff, ioff;	/* bytes done in them */
 	size_t staged;		/* TCP: received, not yet combined */
 	struct step o, i;	/* the current steps */
@@ -502,7 +519,8 @@ static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 	}
 }
 
-static int stamp_check(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err);
+static int stamp_check(struct dpg_cpu *p, const struct dpg_stamp *mine,
+		       const struct dpg_stamp *theirs, struct dpg_err *err);
 
 /* A send to next failed (w <= 0): 0 to retry, or the failure. */
 static int send_error(struct dpg_cpu *p, ssize_t w, int64_t deadline, struct dpg_err *err)
@@ -552,6 +570,7 @@ static int tcp_send_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 		e->ooff += (size_t)w;
 		return 1;
 	}
+	p->nunsent = 0;		/* all sent */
 	e->ot = 0;
 	e->ooff = (size_t)w - srem;
 	eng_load_out(p, j, e);
@@ -606,7 +625,7 @@ static int tcp_recv_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 		return 1;
 	}
 	e->ioff += srem;
-	rc = stamp_check(p, j, err);
+	rc = stamp_check(p, &j->stamp, &p->rstamp, err);
 	if (rc != 0)
 		return rc;
 	e->it = 0;
@@ -668,7 +687,7 @@ static int eng_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		e->ioff += avail;
 		return 1;
 	}
-	if (e->it < 0)
+	if (e->it == -1)
 		return tcp_recv_stamp(p, j, e, deadline, err);
 	if (left == e->staged)
 		return 0;	/* cannot happen: whole elements are combined at once */
@@ -840,17 +859,18 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	return 0;
 }
 
-/* The stamp from prev is in: the same call as ours, or a mismatch that
- * every rank hears of (a MISMATCH notice naming prev and us). */
-static int stamp_check(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
+/* A stamp from prev is in (theirs): the same call as ours (mine), or a
+ * mismatch that every rank hears of (a MISMATCH notice naming prev and us). */
+static int stamp_check(struct dpg_cpu *p, const struct dpg_stamp *mine,
+		       const struct dpg_stamp *theirs, struct dpg_err *err)
 {
 	struct dpg_fail f = { .why = DPG_FAIL_MISMATCH, .culprit = p->prev.peer,
 			      .reporter = p->rank };
 	int rc;
 
-	if (dpg_stamp_equal(&j->stamp, &p->rstamp))
+	if (dpg_stamp_equal(mine, theirs))
 		return 0;
-	rc = dpg_stamp_mismatch(&j->stamp, p->rank, &p->rstamp, p->prev.peer,
+	rc = dpg_stamp_mismatch(mine, p->rank, theirs, p->prev.peer,
 				(const char *const *)p->hosts, err);
 	if (rc != -DPG_ERR_INVALID)
 		f.why = DPG_FAIL_PROTO;
@@ -889,6 +909,7 @@ static void stamp_salvage(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 {
 	int64_t end = dpg_now_ms() + CPU_GRACE_MS;
 	struct dpg_err e2;
+	int k;
 
 	while (e->ioff < e->i.len && dpg_now_ms() < end) {
 		ssize_t r = stamp_more(p, e);
@@ -899,16 +920,88 @@ static void stamp_salvage(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 			usleep(1000);
 		e->ioff += (size_t)r;
 	}
-	if (e->ioff < e->i.len || dpg_stamp_equal(&j->stamp, &p->rstamp) ||
-	    dpg_stamp_mismatch(&j->stamp, p->rank, &p->rstamp, p->prev.peer,
-			       (const char *const *)p->hosts, &e2) != -DPG_ERR_INVALID)
+	if (e->ioff < e->i.len)
 		return;
-	memcpy(p->fail_msg, e2.msg, sizeof(p->fail_msg));
-	memcpy(err->msg, e2.msg, sizeof(err->msg));
+	for (k = 0; k < (e->it == -2 ? p->nowed : 1); k++) {
+		const struct dpg_stamp *mine = e->it == -2 ? &p->owed[k] : &j->stamp;
+		const struct dpg_stamp *theirs = e->it == -2 ? &p->rowed[k] : &p->rstamp;
+
+		if (dpg_stamp_equal(mine, theirs))
+			continue;
+		if (dpg_stamp_mismatch(mine, p->rank, theirs, p->prev.peer,
+				       (const char *const *)p->hosts, &e2) != -DPG_ERR_INVALID)
+			return;
+		memcpy(p->fail_msg, e2.msg, sizeof(p->fail_msg));
+		memcpy(err->msg, e2.msg, sizeof(err->msg));
+		return;
+	}
 }
 
 static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    struct dpg_err *err);
+
+/* A broadcast's root (takes nothing from prev) / last rank (sends nothing
+ * to next). */
+static bool bcast_root(const struct dpg_ring_job *j)
+{
+	return j->kind == DPG_JOB_BCAST && j->T_in == 0;
+}
+
+static bool bcast_last(const struct dpg_ring_job *j)
+{
+	return j->kind == DPG_JOB_BCAST && j->T_out == 0;
+}
+
+/* This call's first out step: our stamp, after those left unsent (-1), or
+ * for a broadcast's last rank, unless DPG_RING_DEFER are waiting, none
+ * (the stamp waits in p->unsent for the next call). */
+static int stamps_out(struct dpg_cpu *p, const struct dpg_ring_job *j)
+{
+	p->unsent[p->nunsent++] = j->stamp;
+	return bcast_last(j) && p->nunsent < DPG_RING_DEFER ? 0 : -1;
+}
+
+/* A mismatch while our stamps wait unsent: send them now, best effort,
+ * so that next, which waits for them, can name both sides too (its
+ * stamp_salvage). */
+static void stamps_flush(struct dpg_cpu *p)
+{
+	size_t len = (size_t)p->nunsent * sizeof(p->unsent[0]);
+
+	if (p->next.kind == DPG_LINK_TCP)
+		(void)!send(p->next.fd, p->unsent, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	else if (p->next.kind == DPG_LINK_SHM)
+		(void)dpg_shm_pipe_write(p->shm, p->unsent, len, 8);
+	p->nunsent = 0;
+}
+
+/* The in step after the owed stamps: this call's stamp (-1), or for a
+ * broadcast's root nothing (its check is owed: see dpg_ring_run). */
+static int after_owed(const struct dpg_ring_job *j)
+{
+	return bcast_root(j) ? 0 : -1;
+}
+
+/* This call's first in step: the owed stamps (-2) when there are any and
+ * this call reads from prev, or when DPG_RING_DEFER are owed. */
+static int stamps_in(const struct dpg_cpu *p, const struct dpg_ring_job *j)
+{
+	if (p->nowed > 0 && (!bcast_root(j) || p->nowed == DPG_RING_DEFER))
+		return -2;
+	return after_owed(j);
+}
+
+/* The owed stamps are in: every one equal to ours, or the failure. */
+static int owed_check(struct dpg_cpu *p, struct dpg_err *err)
+{
+	int k, rc;
+
+	for (k = 0; k < p->nowed; k++)
+		if ((rc = stamp_check(p, &p->owed[k], &p->rowed[k], err)) != 0)
+			return rc;
+	p->nowed = 0;
+	return 0;
+}
 
 int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err *err)
 {
@@ -917,8 +1010,12 @@ int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err
 
 	dpg_shm_set_busy(p->shm, true);
 	rc = ring_run(p, j, &e, err);
+	if (rc == -DPG_ERR_INVALID && e.kept)
+		stamps_flush(p);
 	if (rc == -DPG_ERR_INVALID && e.it < 0 && e.ioff < e.i.len)
 		stamp_salvage(p, j, &e, err);
+	if (rc == 0 && bcast_root(j))
+		p->owed[p->nowed++] = j->stamp;	/* < DPG_RING_DEFER: stamps_in */
 	dpg_shm_set_busy(p->shm, false);
 	return rc;
 }
@@ -932,7 +1029,9 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	int rc;
 
 	memset(ep, 0, sizeof(*ep));
-	ep->ot = ep->it = -1;	/* the stamps first */
+	ep->ot = stamps_out(p, j);	/* the stamps first */
+	ep->kept = ep->ot == 0;
+	ep->it = stamps_in(p, j);
 	p->prev_waiting = false;
 	if (p->shm != NULL)
 		dpg_shm_pipe_begin(p->shm);
@@ -943,14 +1042,18 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 
 		/* retire finished steps (zero-length ones included) */
 		while (ep->ot < j->T_out && ep->ooff == ep->o.len) {
+			if (ep->ot == -1)
+				p->nunsent = 0;	/* all sent */
 			ep->ot++;
 			ep->ooff = 0;
 			eng_load_out(p, j, ep);
 		}
 		while (ep->it < j->T_in && ep->ioff == ep->i.len) {
-			if (ep->it < 0 && (rc = stamp_check(p, j, err)) != 0)
+			rc = ep->it == -2 ? owed_check(p, err)
+			   : ep->it == -1 ? stamp_check(p, &j->stamp, &p->rstamp, err) : 0;
+			if (rc != 0)
 				return rc;
-			ep->it++;
+			ep->it = ep->it == -2 ? after_owed(j) : ep->it + 1;
 			ep->ioff = 0;
 			eng_load_in(p, j, ep);
 		}

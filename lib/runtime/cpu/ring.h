@@ -21,6 +21,7 @@
 
 #define DPG_RING_STAGE_BYTES (256u << 10)	/* TCP staging for reduce steps */
 #define DPG_RING_NOTICE_BYTES 16		/* one failure notice on the wire */
+#define DPG_RING_DEFER 16			/* broadcasts' stamps left for later */
 
 /* How a ring hop is carried: not at all (direct mode, size 1), TCP, or a
  * shared-memory pipe of the node segment. */
@@ -70,6 +71,13 @@ struct dpg_cpu {
 					 * (grow-only) */
 	size_t acc_cap;
 	struct dpg_stamp rstamp;	/* the stamp received from prev */
+	/* stamps a ring broadcast leaves for later (ring.c): a root's calls
+	 * whose stamp from prev is still to be read (owed, read into rowed),
+	 * a last rank's stamps not yet sent to next (unsent, + this call's) */
+	struct dpg_stamp owed[DPG_RING_DEFER], rowed[DPG_RING_DEFER];
+	int nowed;
+	struct dpg_stamp unsent[DPG_RING_DEFER + 1];
+	int nunsent;
 	int32_t *barbuf;		/* n int32 for the ring barrier */
 };
 

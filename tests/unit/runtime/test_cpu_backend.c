@@ -43,6 +43,7 @@
 #include "hello.h"
 #include "net.h"
 #include "reduce.h"
+#include "ring.h"
 #include "store.h"
 #include "storeproc.h"
 
@@ -1188,6 +1189,7 @@ static int mm_child(int rank, void *argp)
 {
 	const struct mm_arg *a = argp;
 	const struct mm_case *mc = &MM_CASES[a->which];
+	const struct mm_call *k;
 	struct rank_env re;
 	struct dpg_err err = { "" };
 	float buf[256] = { 0 };
@@ -1198,7 +1200,13 @@ static int mm_child(int rank, void *argp)
 	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, NULL) != 0)
 		return 1;
 	t0 = mono_s();
-	rc = mm_issue(&re.c, rank == a->odd ? &mc->b : &mc->a, buf, &err);
+	k = rank == a->odd ? &mc->b : &mc->a;
+	rc = mm_issue(&re.c, k, buf, &err);
+	if (rc == 0 && k->kind == 1 && k->root == rank && a->layout != L_SHM)
+		/* a ring broadcast's root takes nothing from the others: it
+		 * checks the stamp its ring predecessor sent back at its next
+		 * call, which fails instead */
+		rc = re.c.ops->allreduce(&re.c, buf, buf, 4, DPG_F32, DPG_SUM, NULL, &err);
 	CHK(rc == -DPG_ERR_INVALID, "case %d (%s): expected a mismatch error, got %d after "
 	    "%.2f s: %s", a->which, layout_name(a->layout), rc, mono_s() - t0, err.msg);
 	CHK(mono_s() - t0 < 5.0, "case %d: the mismatch took %.2f s", a->which, mono_s() - t0);
@@ -1244,6 +1252,74 @@ static void test_mismatch(void **state)
 	run_mismatch(4, L_HALF, 2, 0);
 	run_mismatch(3, L_TCP, 1, 7);
 	run_mismatch(3, L_SHM, 2, 4);
+}
+
+/* Ring broadcasts leave their root's check of the stamp from its ring
+ * predecessor for later (ring.c): many from one root in a row (more than
+ * DPG_RING_DEFER, so that the owed checks are made on the way), from
+ * another root, then other calls, all correct; and ranks that disagree on
+ * the root in every call fail with a mismatch within DPG_RING_DEFER + 1
+ * calls instead of completing them all (or waiting for the timeout). */
+struct defer_arg {
+	int n, layout, disagree;
+	char name[48];
+};
+
+static int defer_child(int rank, void *argp)
+{
+	const struct defer_arg *a = argp;
+	struct rank_env re;
+	struct dpg_comm *c = &re.c;
+	struct dpg_err err = { "" };
+	int i, rc, salt = 5000;
+
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, NULL) != 0)
+		return 1;
+	if (a->disagree) {
+		float x[8] = { 0 };
+
+		for (i = 0; i < 3 * DPG_RING_DEFER; i++) {
+			rc = c->ops->broadcast(c, x, 8, DPG_F32, rank % 2, NULL, &err);
+			if (rc != 0)
+				break;
+		}
+		CHK(rc == -DPG_ERR_INVALID && strstr(err.msg, "mismatch") != NULL,
+		    "%s n=%d: disagreeing roots: call %d gave %d: %s", layout_name(a->layout),
+		    a->n, i, rc, err.msg);
+		CHK(i <= DPG_RING_DEFER, "%s: the mismatch took %d calls", layout_name(a->layout), i);
+		rank_stop(&re);
+		return 0;
+	}
+	for (i = 0; i < 2 * DPG_RING_DEFER + 3; i++)
+		if (check_broadcast(c, DPG_F32, 5 + (size_t)i, 0, ++salt))
+			return 1;
+	for (i = 0; i < DPG_RING_DEFER + 1; i++)
+		if (check_broadcast(c, DPG_BF16, 1000 + (size_t)i, a->n - 1, ++salt))
+			return 1;
+	if (check_allreduce(c, DPG_F32, DPG_SUM, 77, false, false, ++salt) ||
+	    check_broadcast(c, DPG_I32, 9, 0, ++salt) ||
+	    check_all_gather(c, DPG_F32, 13, 0, ++salt))
+		return 1;
+	CHK(c->ops->barrier(c, &err) == 0, "barrier: %s", err.msg);
+	rank_stop(&re);
+	return 0;
+}
+
+static void test_bcast_deferred(void **state)
+{
+	static const int cases[][3] = { { 2, L_TCP, 0 }, { 3, L_RING_SHM, 0 }, { 4, L_HALF, 0 },
+					{ 2, L_TCP, 1 }, { 2, L_RING_SHM, 1 } };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct defer_arg a = { .n = cases[i][0], .layout = cases[i][1],
+				       .disagree = cases[i][2] };
+
+		snprintf(a.name, sizeof(a.name), "defer%d.%s.%d", g_name_seq++,
+			 layout_name(a.layout), a.n);
+		assert_int_equal(run_ranks(a.n, defer_child, &a, 60), 0);
+	}
 }
 
 /* Abort on shared memory: rank 0 is aborted while it waits for rank 1;
@@ -1877,6 +1953,7 @@ int main(void)
 		cmocka_unit_test(test_half_one_rounding),
 		cmocka_unit_test(test_int_avg_wide),
 		cmocka_unit_test(test_mismatch),
+		cmocka_unit_test(test_bcast_deferred),
 		cmocka_unit_test(test_abort_late_peer),
 		cmocka_unit_test(test_rdv_strangers),
 		cmocka_unit_test(test_rdv_blame),
