@@ -56,7 +56,7 @@ L=$top/lib
 cflags="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -D_GNU_SOURCE -I$top/include -I$L/common -I$L/launch -I$L/runtime -I$L/runtime/cpu -I$L/train"
 C="$L/common/err.c $L/common/parse.c $L/common/env.c $L/common/hostlist.c $L/common/taskdist.c $L/common/port.c $L/common/netif.c $L/common/fdio.c"
 R=$L/runtime
-STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/digest.c"
+STORE="$R/store_wire.c $R/store_table.c $R/store_ops.c $R/store_server.c $R/store_client.c $R/net.c $R/digest.c $R/thread.c"
 LAUNCH="$L/launch/conf.c $L/launch/opts.c $L/launch/contract.c $L/launch/topo.c $L/launch/plan.c $L/launch/gpuvis.c $L/launch/bindenv.c $L/launch/cpuset.c $L/launch/plan_fmt.c $L/launch/requeue.c $L/launch/killfail.c $L/launch/topo_pack.c"
 
 srcs() {
