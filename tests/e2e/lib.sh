@@ -81,7 +81,11 @@ show() { echo "--- ${2:-$1}:"; sed -n '1,60p' "$1" 2>/dev/null; }
 job_state() {
 	local st
 	st=$(scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | head -1)
-	echo "${st#JobState=}"
+	st=${st#JobState=}
+	# a finished job slurmctld has forgotten (MinJobAge): the job
+	# completion log's record (minicluster.sh: jobcomp/filetxt)
+	[ -n "$st" ] || st=$(sacct -c -j "$1" -n -P --format=State 2>/dev/null | head -1)
+	echo "$st"
 }
 
 # job_wait JOBID [TIMEOUT_S]: poll (every 0.1 s; sbatch --wait polls every
