@@ -25,6 +25,9 @@
 #   WAIT_MS=100            late peer: each op at MINB once more with the last
 #                          rank WAIT_MS late; the table's "CPU time while
 #                          waiting" says what the others burn (0: off)
+#   LIMIT=1                with shm, also `coll_bench -m limit` (the least
+#                          copying each op needs, done by every rank on its
+#                          own memory at once): the "one-node bound" table
 #   MPIRUN=mpirun.openmpi
 #   PEERS="ompi gloo"      which peers to run when present
 #   GLOO_PY=PYTHON         a python with torch (default: $DPG_PYENV, else the
@@ -65,6 +68,7 @@ REPS=${REPS:-7}
 TARGET_MS=${TARGET_MS:-50}
 WAIT_MS=${WAIT_MS:-100}
 MPIRUN=${MPIRUN:-mpirun.openmpi}
+LIMIT=${LIMIT:-1}
 bench_build
 bench_need dpg_prog coll_bench
 
@@ -115,6 +119,12 @@ while [ "$run" -le "$RUNS" ]; do
 			echo "# load before: $(cat /proc/loadavg)" > "$f"
 			"$dpg_prog" -n "$n" -m "$t" -l "dpg-$t" $ARGS >> "$f"
 			echo "# load after: $(cat /proc/loadavg)" >> "$f"
+			if [ "$t" = shm ] && [ "$LIMIT" = 1 ]; then
+				f="$out/limit-$t-n$n.run$run.txt"
+				echo "# load before: $(cat /proc/loadavg)" > "$f"
+				"$dpg_prog" -n "$n" -m limit -l "limit-$t" $ARGS >> "$f"
+				echo "# load after: $(cat /proc/loadavg)" >> "$f"
+			fi
 
 			if [ $have_gloo = 1 ]; then
 				f="$out/gloo-$t-n$n.run$run.txt"
@@ -173,7 +183,8 @@ def cell(key):
 def human(b):
     return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
 
-keys = sorted({(k[1], k[2], k[3]) for k in rows}, key=lambda k: (k[2], k[0], k[1]))
+keys = sorted({(k[1], k[2], k[3]) for k in rows if k[0] != "limit"},
+              key=lambda k: (k[2], k[0], k[1]))
 ops = ["allreduce", "reduce_scatter", "allgather", "bcast"]
 peers = [p for p in ("ompi", "gloo") if any(k[0] == p for k in rows)]
 pname = {"ompi": "Open MPI", "gloo": "Gloo"}
@@ -220,6 +231,30 @@ for p in peers:
         r, op, t, n, b = worst[p]
         lines.append("worst vs %s: %.2fx (%s %s n=%d %s)" % (pname[p], r, op, t, n, human(b)))
 lines.append("")
+if any(k[0] == "limit" for k in rows):
+    lines.append("## one-node bound")
+    lines.append("")
+    lines.append("`coll_bench -m limit`: each rank does, on its own memory and all at once, the "
+                 "least copying the op needs on one node (all_gather, broadcast: one memcpy of "
+                 "the output, the root none; reduce_scatter: one combine of n blocks; allreduce: "
+                 "that and a memcpy of the rest), in the same batches; busbw as above, and each "
+                 "implementation's share of it.")
+    lines.append("")
+    lines.append("| op | n | size | bound busbw | dpg / bound |" +
+                 "".join(" %s / bound |" % pname[p] for p in peers))
+    lines.append("|---|---:|---:|---:|---:|" + "---:|" * len(peers))
+    for op in ops:
+        for n in sorted({k[2] for k in rows if k[0] == "limit" and k[3] == op}):
+            for b in sorted({k[4] for k in rows if k[0] == "limit" and k[3] == op and k[2] == n}):
+                lim, _, _ = cell(("limit", "shm", n, op, b))
+                d, _, _ = cell(("dpg", "shm", n, op, b))
+                s = "| %s | %d | %s | %s | %s |" % (op, n, human(b), fmt(lim, ""),
+                                                   "%.2f" % (d / lim) if d and lim else "-")
+                for p in peers:
+                    o, _, _ = cell((p, "shm", n, op, b))
+                    s += " %s |" % ("%.2f" % (o / lim) if o and lim else "-")
+                lines.append(s)
+    lines.append("")
 if waits:
     impls = ["dpg"] + peers
     lines.append("## CPU time while waiting")
