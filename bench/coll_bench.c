@@ -33,9 +33,10 @@
  * sum, out of place; results are checked once per size.
  *
  * Late peer (-W MS): after the sizes, each op once more at MINBYTES, 3 times,
- * with the last rank sleeping MS ms before it calls; the others measure the
- * wall and CPU time (getrusage, user + system) of that call: what a rank
- * burns while it waits.  Median over the 3, max over the waiting ranks.
+ * with one rank sleeping MS ms before it calls (the last; for broadcast the
+ * root, which the others wait for); the others measure the wall and CPU
+ * time (getrusage, user + system) of that call: what a rank burns while it
+ * waits.  Median over the 3, max over the waiting ranks.
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
@@ -137,7 +138,8 @@ static void setv(void *b, size_t i, float v)
 }
 
 /* -m limit: the least a call needs (see the top): one meeting, then the
- * copying on local memory. */
+ * copying on local memory (glibc's memcpy: above the caches an
+ * implementation's streaming stores can beat it). */
 static void run_limit(const struct dpg_comm *c, int op, size_t count, void *r)
 {
 	size_t n = (size_t)c->size, es = dpg_dtype_size(g_dt), blk = count / n, q;
@@ -285,8 +287,9 @@ static double cpu_s(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* -W: op at `count` with the last rank ms late, 3 times; rank 0 prints the
- * median wall and CPU time of the waiting ranks (max over them). */
+/* -W: op at `count` with one rank ms late (the last; broadcast: the root,
+ * rank 0), 3 times; rank 0 prints the median wall and CPU time of the
+ * waiting ranks (max over them). */
 static void late_peer(struct dpg_comm *c, const struct opts *o, int op, size_t count,
 		      void *s, void *r)
 {
@@ -297,7 +300,7 @@ static void late_peer(struct dpg_comm *c, const struct opts *o, int op, size_t c
 	for (k = 0; k < 3; k++) {
 		if (c->ops->barrier(c, &err) != 0)
 			die(c->rank, "barrier", &err);
-		if (c->rank == c->size - 1) {
+		if (c->rank == (op == OP_BCAST ? 0 : c->size - 1)) {
 			usleep((useconds_t)o->wait_ms * 1000);
 			w = u = 0;
 			if (run_op(c, op, count, s, r, &err) != 0)

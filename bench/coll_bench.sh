@@ -23,11 +23,13 @@
 #   OPS=allreduce,reduce_scatter,allgather,bcast
 #   MINB=4096 MAXB=67108864 FACTOR=4 REPS=7 TARGET_MS=50
 #   WAIT_MS=100            late peer: each op at MINB once more with the last
-#                          rank WAIT_MS late; the table's "CPU time while
-#                          waiting" says what the others burn (0: off)
-#   LIMIT=1                with shm, also `coll_bench -m limit` (the least
-#                          copying each op needs, done by every rank on its
-#                          own memory at once): the "one-node bound" table
+#                          rank (broadcast: the root) WAIT_MS late; the
+#                          table's "CPU time while waiting" says what the
+#                          others burn (0: off)
+#   LIMIT=1                with shm, also `coll_bench -m limit` (a meeting of
+#                          the ranks and the least copying each op needs, on
+#                          every rank's own memory at once): the "one-node
+#                          reference" table
 #   MPIRUN=mpirun.openmpi
 #   PEERS="ompi gloo"      which peers to run when present
 #   GLOO_PY=PYTHON         a python with torch (default: $DPG_PYENV, else the
@@ -232,16 +234,18 @@ for p in peers:
         lines.append("worst vs %s: %.2fx (%s %s n=%d %s)" % (pname[p], r, op, t, n, human(b)))
 lines.append("")
 if any(k[0] == "limit" for k in rows):
-    lines.append("## one-node bound")
+    lines.append("## one-node reference")
     lines.append("")
-    lines.append("`coll_bench -m limit`: each rank does, on its own memory and all at once, the "
-                 "least copying the op needs on one node (all_gather, broadcast: one memcpy of "
-                 "the output, the root none; reduce_scatter: one combine of n blocks; allreduce: "
-                 "that and a memcpy of the rest), in the same batches; busbw as above, and each "
-                 "implementation's share of it.")
+    lines.append("`coll_bench -m limit`: per call, the ranks meet once (each bumps its cache "
+                 "line in a shared page and waits for the others') and each does, on its own "
+                 "memory and all at once, the least copying the op needs on one node "
+                 "(all_gather, broadcast: one memcpy of the output, the root none; "
+                 "reduce_scatter: one combine of n blocks; allreduce: that and a memcpy of the "
+                 "rest), in the same batches; busbw as above, and each implementation's share "
+                 "of it.  glibc's memcpy: above the caches streaming stores can beat it (> 1).")
     lines.append("")
-    lines.append("| op | n | size | bound busbw | dpg / bound |" +
-                 "".join(" %s / bound |" % pname[p] for p in peers))
+    lines.append("| op | n | size | reference busbw | dpg / ref |" +
+                 "".join(" %s / ref |" % pname[p] for p in peers))
     lines.append("|---|---:|---:|---:|---:|" + "---:|" * len(peers))
     for op in ops:
         for n in sorted({k[2] for k in rows if k[0] == "limit" and k[3] == op}):
@@ -259,7 +263,7 @@ if waits:
     impls = ["dpg"] + peers
     lines.append("## CPU time while waiting")
     lines.append("")
-    lines.append("Each op at %s once more with the last rank %d ms late: wall / CPU time "
+    lines.append("Each op at %s once more with the last rank (broadcast: the root) %d ms late: wall / CPU time "
                  "(user + system, getrusage) of the waiting ranks' call in ms, median over "
                  "runs of the median of 3, max over the waiting ranks." % (
                      human(min(k[4] for k in rows)) if rows else "MINB",
