@@ -4,7 +4,8 @@
 # Gloo (PyTorch's ProcessGroupGloo) on this machine: allreduce, reduce_scatter,
 # allgather and bcast bus bandwidth (nccl-tests formulas) for 4 KiB .. 64 MiB,
 # over shared memory and over TCP loopback, for each rank count; the runs are
-# interleaved (dpg, Open MPI, Gloo per configuration, RUNS times) and the table
+# interleaved (dpg, Open MPI, Gloo per configuration and op, in a shuffled
+# order, RUNS times) and the table
 # reports the median over runs of each run's median, with dpg/peer ratios and
 # the worst cell's ratio as the headline.  Gloo has no shared-memory transport:
 # its "shm" column is what a one-node PyTorch job gets (loopback TCP).
@@ -103,7 +104,7 @@ case " $PEERS " in
 	fi ;;
 esac
 
-ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -c $OPS -W $WAIT_MS"
+ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -W $WAIT_MS"
 OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"
 
 {
@@ -112,41 +113,44 @@ OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"
 	[ $have_gloo = 0 ] || "$GLOO_PY" -c 'import torch; print("torch", torch.__version__, "gloo")' 2>/dev/null || true
 } > "$out/env.txt"
 
+# one implementation, one configuration, one op: its lines into its own file
+run_one() {	# impl t n op
+	f="$out/$1-$2-n$3-$4.run$run.txt"
+	echo "# run $run: $1 $2 n=$3 $4 (load $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "# load before: $(cat /proc/loadavg)" > "$f"
+	case $1 in
+	dpg)	"$dpg_prog" -n "$3" -m "$2" -l "dpg-$2" $ARGS -c "$4" >> "$f" ;;
+	limit)	"$dpg_prog" -n "$3" -m limit -l "limit-$2" $ARGS -c "$4" >> "$f" ;;
+	gloo)	"$GLOO_PY" "$here/coll_gloo.py" -n "$3" -l "gloo-$2" $ARGS -c "$4" >> "$f" ;;
+	ompi)	if [ "$2" = shm ]; then
+			btl="--mca btl self,vader"
+		else
+			btl="--mca btl self,tcp --mca btl_tcp_if_include lo"
+		fi
+		# shellcheck disable=SC2086
+		$OMPI $btl -np "$3" "$BUILD/bench/coll_mpi" -l "ompi-$2" $ARGS -c "$4" >> "$f" ;;
+	esac
+	echo "# load after: $(cat /proc/loadavg)" >> "$f"
+}
+
+# Interleaved op by op, the implementations in a shuffled order each time:
+# this VM's speed changes within minutes (a "slow mode" where one vCPU's
+# writes to lines the other has read run several times slower), and no
+# implementation should always meet it first or last.
+impls="dpg"
+[ $have_gloo = 0 ] || impls="$impls gloo"
+[ $have_mpi = 0 ] || impls="$impls ompi"
 run=1
 while [ "$run" -le "$RUNS" ]; do
 	for n in $RANKS; do
 		for t in $TRANSPORTS; do
-			f="$out/dpg-$t-n$n.run$run.txt"
-			echo "# run $run: dpg $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
-			echo "# load before: $(cat /proc/loadavg)" > "$f"
-			"$dpg_prog" -n "$n" -m "$t" -l "dpg-$t" $ARGS >> "$f"
-			echo "# load after: $(cat /proc/loadavg)" >> "$f"
-			if [ "$t" = shm ] && [ "$LIMIT" = 1 ]; then
-				f="$out/limit-$t-n$n.run$run.txt"
-				echo "# load before: $(cat /proc/loadavg)" > "$f"
-				"$dpg_prog" -n "$n" -m limit -l "limit-$t" $ARGS >> "$f"
-				echo "# load after: $(cat /proc/loadavg)" >> "$f"
-			fi
-
-			if [ $have_gloo = 1 ]; then
-				f="$out/gloo-$t-n$n.run$run.txt"
-				echo "# run $run: gloo $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
-				echo "# load before: $(cat /proc/loadavg)" > "$f"
-				"$GLOO_PY" "$here/coll_gloo.py" -n "$n" -l "gloo-$t" $ARGS >> "$f"
-				echo "# load after: $(cat /proc/loadavg)" >> "$f"
-			fi
-			[ $have_mpi = 1 ] || continue
-			f="$out/ompi-$t-n$n.run$run.txt"
-			echo "# run $run: ompi $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
-			if [ "$t" = shm ]; then
-				btl="--mca btl self,vader"
-			else
-				btl="--mca btl self,tcp --mca btl_tcp_if_include lo"
-			fi
-			echo "# load before: $(cat /proc/loadavg)" > "$f"
-			# shellcheck disable=SC2086
-			$OMPI $btl -np "$n" "$BUILD/bench/coll_mpi" -l "ompi-$t" $ARGS >> "$f"
-			echo "# load after: $(cat /proc/loadavg)" >> "$f"
+			for op in $(echo "$OPS" | tr ',' ' '); do
+				these=$impls
+				[ "$t" != shm ] || [ "$LIMIT" != 1 ] || these="$these limit"
+				for i in $(printf '%s\n' $these | shuf); do
+					run_one "$i" "$t" "$n" "$op"
+				done
+			done
 		done
 	done
 	run=$((run + 1))
