@@ -8,13 +8,16 @@
  *   -m shm    every rank on one "node": the shared-memory algorithms
  *   -m tcp    every rank its own "node": the TCP ring over loopback
  *   -m ring   one node, but the ring engine over shared-memory pipes
- *   -m limit  no collective: each rank does, on its own memory, the least
- *             copying the op needs on one node (all_gather and broadcast:
- *             one memcpy of the whole output, the root copies nothing;
- *             reduce_scatter: a combine of n blocks into one; allreduce:
- *             that, then a memcpy of the other n-1 blocks), every rank at
- *             once like the collectives: the physical bound of a one-node
- *             collective on this machine, timed and reported the same way
+ *   -m limit  no collective: each rank meets the others once (it bumps its
+ *             own cache line in a shared page and waits until every rank's
+ *             line has caught up: the least cross-CPU exchange a call
+ *             needs) and does, on its own memory, the least copying the op
+ *             needs on one node (all_gather and broadcast: one memcpy of
+ *             the whole output, the root copies nothing; reduce_scatter: a
+ *             combine of n blocks into one; allreduce: that, then a memcpy
+ *             of the other n-1 blocks), every rank at once like the
+ *             collectives: the physical bound of a one-node collective on
+ *             this machine, timed and reported the same way
  * Ranks are pinned to CPU (rank % ncpus) when there are no more ranks than
  * CPUs (Open MPI binds to cores in that case too; -P turns pinning off).
  *
@@ -30,9 +33,10 @@
  * sum, out of place; results are checked once per size.
  *
  * Late peer (-W MS): after the sizes, each op once more at MINBYTES, 3 times,
- * with the last rank sleeping MS ms before it calls; the others measure the
- * wall and CPU time (getrusage, user + system) of that call: what a rank
- * burns while it waits.  Median over the 3, max over the waiting ranks.
+ * with one rank sleeping MS ms before it calls (the last; for broadcast the
+ * root, which the others wait for); the others measure the wall and CPU
+ * time (getrusage, user + system) of that call: what a rank burns while it
+ * waits.  Median over the 3, max over the waiting ranks.
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
@@ -48,12 +52,14 @@
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -111,6 +117,9 @@ static void die(int rank, const char *what, const struct dpg_err *err)
 
 static dpg_dtype_t g_dt = DPG_F32;	/* the element type of this run */
 static char *g_limit;			/* -m limit: the "peers' data" (maxb) */
+static _Atomic uint64_t *g_meet;	/* -m limit: a cache line per rank, shared */
+static uint64_t g_meets;		/* -m limit: meetings so far */
+static bool g_yield;			/* -m limit: ranks outnumber the CPUs */
 static bool g_track;			/* -T */
 static struct dpg_track g_trk;
 
@@ -128,12 +137,20 @@ static void setv(void *b, size_t i, float v)
 		((float *)b)[i] = v;
 }
 
-/* -m limit: the copying op needs at least, on local memory (see the top). */
+/* -m limit: the least a call needs (see the top): one meeting, then the
+ * copying on local memory (glibc's memcpy: above the caches an
+ * implementation's streaming stores can beat it). */
 static void run_limit(const struct dpg_comm *c, int op, size_t count, void *r)
 {
 	size_t n = (size_t)c->size, es = dpg_dtype_size(g_dt), blk = count / n, q;
 	const void *src[64];
 
+	g_meets++;
+	atomic_store(&g_meet[(size_t)c->rank * 8], g_meets);
+	for (q = 0; q < n; q++)
+		while (atomic_load(&g_meet[q * 8]) < g_meets)
+			if (g_yield)
+				sched_yield();
 	switch (op) {
 	case OP_ALLREDUCE:
 	case OP_REDUCE_SCATTER:
@@ -270,8 +287,9 @@ static double cpu_s(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* -W: op at `count` with the last rank ms late, 3 times; rank 0 prints the
- * median wall and CPU time of the waiting ranks (max over them). */
+/* -W: op at `count` with one rank ms late (the last; broadcast: the root,
+ * rank 0), 3 times; rank 0 prints the median wall and CPU time of the
+ * waiting ranks (max over them). */
 static void late_peer(struct dpg_comm *c, const struct opts *o, int op, size_t count,
 		      void *s, void *r)
 {
@@ -282,7 +300,7 @@ static void late_peer(struct dpg_comm *c, const struct opts *o, int op, size_t c
 	for (k = 0; k < 3; k++) {
 		if (c->ops->barrier(c, &err) != 0)
 			die(c->rank, "barrier", &err);
-		if (c->rank == c->size - 1) {
+		if (c->rank == (op == OP_BCAST ? 0 : c->size - 1)) {
 			usleep((useconds_t)o->wait_ms * 1000);
 			w = u = 0;
 			if (run_op(c, op, count, s, r, &err) != 0)
@@ -372,6 +390,7 @@ static int rank_main(int rank, const struct opts *o)
 		if (posix_memalign((void **)&g_limit, 4096, o->maxb) != 0)
 			die(rank, "out of memory", NULL);
 		memset(g_limit, 0, o->maxb);
+		g_yield = o->n > (int)sysconf(_SC_NPROCESSORS_ONLN);
 	}
 	ts = calloc((size_t)o->reps, sizeof(*ts));
 	if (ts == NULL)
@@ -544,6 +563,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	o.port = dpg_store_server_port(srv);
+	/* -m limit: the ranks' meeting lines, shared by the forks */
+	g_meet = mmap(NULL, (size_t)o.n * 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		      -1, 0);
+	if (g_meet == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	memset((void *)g_meet, 0, (size_t)o.n * 64);
 	fflush(stdout);
 	for (i = 0; i < o.n; i++) {
 		pids[i] = fork();

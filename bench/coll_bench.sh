@@ -4,7 +4,8 @@
 # Gloo (PyTorch's ProcessGroupGloo) on this machine: allreduce, reduce_scatter,
 # allgather and bcast bus bandwidth (nccl-tests formulas) for 4 KiB .. 64 MiB,
 # over shared memory and over TCP loopback, for each rank count; the runs are
-# interleaved (dpg, Open MPI, Gloo per configuration, RUNS times) and the table
+# interleaved (dpg, Open MPI, Gloo per configuration and op, in a shuffled
+# order, RUNS times) and the table
 # reports the median over runs of each run's median, with dpg/peer ratios and
 # the worst cell's ratio as the headline.  Gloo has no shared-memory transport:
 # its "shm" column is what a one-node PyTorch job gets (loopback TCP).
@@ -23,8 +24,13 @@
 #   OPS=allreduce,reduce_scatter,allgather,bcast
 #   MINB=4096 MAXB=67108864 FACTOR=4 REPS=7 TARGET_MS=50
 #   WAIT_MS=100            late peer: each op at MINB once more with the last
-#                          rank WAIT_MS late; the table's "CPU time while
-#                          waiting" says what the others burn (0: off)
+#                          rank (broadcast: the root) WAIT_MS late; the
+#                          table's "CPU time while waiting" says what the
+#                          others burn (0: off)
+#   LIMIT=1                with shm, also `coll_bench -m limit` (a meeting of
+#                          the ranks and the least copying each op needs, on
+#                          every rank's own memory at once): the "one-node
+#                          reference" table
 #   MPIRUN=mpirun.openmpi
 #   PEERS="ompi gloo"      which peers to run when present
 #   GLOO_PY=PYTHON         a python with torch (default: $DPG_PYENV, else the
@@ -65,6 +71,7 @@ REPS=${REPS:-7}
 TARGET_MS=${TARGET_MS:-50}
 WAIT_MS=${WAIT_MS:-100}
 MPIRUN=${MPIRUN:-mpirun.openmpi}
+LIMIT=${LIMIT:-1}
 bench_build
 bench_need dpg_prog coll_bench
 
@@ -97,7 +104,7 @@ case " $PEERS " in
 	fi ;;
 esac
 
-ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -c $OPS -W $WAIT_MS"
+ARGS="-b $MINB -e $MAXB -f $FACTOR -r $REPS -t $TARGET_MS -W $WAIT_MS"
 OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"
 
 {
@@ -106,35 +113,44 @@ OMPI="$MPIRUN --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo"
 	[ $have_gloo = 0 ] || "$GLOO_PY" -c 'import torch; print("torch", torch.__version__, "gloo")' 2>/dev/null || true
 } > "$out/env.txt"
 
+# one implementation, one configuration, one op: its lines into its own file
+run_one() {	# impl t n op
+	f="$out/$1-$2-n$3-$4.run$run.txt"
+	echo "# run $run: $1 $2 n=$3 $4 (load $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "# load before: $(cat /proc/loadavg)" > "$f"
+	case $1 in
+	dpg)	"$dpg_prog" -n "$3" -m "$2" -l "dpg-$2" $ARGS -c "$4" >> "$f" ;;
+	limit)	"$dpg_prog" -n "$3" -m limit -l "limit-$2" $ARGS -c "$4" >> "$f" ;;
+	gloo)	"$GLOO_PY" "$here/coll_gloo.py" -n "$3" -l "gloo-$2" $ARGS -c "$4" >> "$f" ;;
+	ompi)	if [ "$2" = shm ]; then
+			btl="--mca btl self,vader"
+		else
+			btl="--mca btl self,tcp --mca btl_tcp_if_include lo"
+		fi
+		# shellcheck disable=SC2086
+		$OMPI $btl -np "$3" "$BUILD/bench/coll_mpi" -l "ompi-$2" $ARGS -c "$4" >> "$f" ;;
+	esac
+	echo "# load after: $(cat /proc/loadavg)" >> "$f"
+}
+
+# Interleaved op by op, the implementations in a shuffled order each time:
+# this VM's speed changes within minutes (a "slow mode" where one vCPU's
+# writes to lines the other has read run several times slower), and no
+# implementation should always meet it first or last.
+impls="dpg"
+[ $have_gloo = 0 ] || impls="$impls gloo"
+[ $have_mpi = 0 ] || impls="$impls ompi"
 run=1
 while [ "$run" -le "$RUNS" ]; do
 	for n in $RANKS; do
 		for t in $TRANSPORTS; do
-			f="$out/dpg-$t-n$n.run$run.txt"
-			echo "# run $run: dpg $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
-			echo "# load before: $(cat /proc/loadavg)" > "$f"
-			"$dpg_prog" -n "$n" -m "$t" -l "dpg-$t" $ARGS >> "$f"
-			echo "# load after: $(cat /proc/loadavg)" >> "$f"
-
-			if [ $have_gloo = 1 ]; then
-				f="$out/gloo-$t-n$n.run$run.txt"
-				echo "# run $run: gloo $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
-				echo "# load before: $(cat /proc/loadavg)" > "$f"
-				"$GLOO_PY" "$here/coll_gloo.py" -n "$n" -l "gloo-$t" $ARGS >> "$f"
-				echo "# load after: $(cat /proc/loadavg)" >> "$f"
-			fi
-			[ $have_mpi = 1 ] || continue
-			f="$out/ompi-$t-n$n.run$run.txt"
-			echo "# run $run: ompi $t n=$n (load $(cut -d' ' -f1-3 /proc/loadavg))"
-			if [ "$t" = shm ]; then
-				btl="--mca btl self,vader"
-			else
-				btl="--mca btl self,tcp --mca btl_tcp_if_include lo"
-			fi
-			echo "# load before: $(cat /proc/loadavg)" > "$f"
-			# shellcheck disable=SC2086
-			$OMPI $btl -np "$n" "$BUILD/bench/coll_mpi" -l "ompi-$t" $ARGS >> "$f"
-			echo "# load after: $(cat /proc/loadavg)" >> "$f"
+			for op in $(echo "$OPS" | tr ',' ' '); do
+				these=$impls
+				[ "$t" != shm ] || [ "$LIMIT" != 1 ] || these="$these limit"
+				for i in $(printf '%s\n' $these | shuf); do
+					run_one "$i" "$t" "$n" "$op"
+				done
+			done
 		done
 	done
 	run=$((run + 1))
@@ -173,7 +189,8 @@ def cell(key):
 def human(b):
     return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
 
-keys = sorted({(k[1], k[2], k[3]) for k in rows}, key=lambda k: (k[2], k[0], k[1]))
+keys = sorted({(k[1], k[2], k[3]) for k in rows if k[0] != "limit"},
+              key=lambda k: (k[2], k[0], k[1]))
 ops = ["allreduce", "reduce_scatter", "allgather", "bcast"]
 peers = [p for p in ("ompi", "gloo") if any(k[0] == p for k in rows)]
 pname = {"ompi": "Open MPI", "gloo": "Gloo"}
@@ -220,11 +237,37 @@ for p in peers:
         r, op, t, n, b = worst[p]
         lines.append("worst vs %s: %.2fx (%s %s n=%d %s)" % (pname[p], r, op, t, n, human(b)))
 lines.append("")
+if any(k[0] == "limit" for k in rows):
+    lines.append("## one-node reference")
+    lines.append("")
+    lines.append("`coll_bench -m limit`: per call, the ranks meet once (each bumps its cache "
+                 "line in a shared page and waits for the others') and each does, on its own "
+                 "memory and all at once, the least copying the op needs on one node "
+                 "(all_gather, broadcast: one memcpy of the output, the root none; "
+                 "reduce_scatter: one combine of n blocks; allreduce: that and a memcpy of the "
+                 "rest), in the same batches; busbw as above, and each implementation's share "
+                 "of it.  glibc's memcpy: above the caches streaming stores can beat it (> 1).")
+    lines.append("")
+    lines.append("| op | n | size | reference busbw | dpg / ref |" +
+                 "".join(" %s / ref |" % pname[p] for p in peers))
+    lines.append("|---|---:|---:|---:|---:|" + "---:|" * len(peers))
+    for op in ops:
+        for n in sorted({k[2] for k in rows if k[0] == "limit" and k[3] == op}):
+            for b in sorted({k[4] for k in rows if k[0] == "limit" and k[3] == op and k[2] == n}):
+                lim, _, _ = cell(("limit", "shm", n, op, b))
+                d, _, _ = cell(("dpg", "shm", n, op, b))
+                s = "| %s | %d | %s | %s | %s |" % (op, n, human(b), fmt(lim, ""),
+                                                   "%.2f" % (d / lim) if d and lim else "-")
+                for p in peers:
+                    o, _, _ = cell((p, "shm", n, op, b))
+                    s += " %s |" % ("%.2f" % (o / lim) if o and lim else "-")
+                lines.append(s)
+    lines.append("")
 if waits:
     impls = ["dpg"] + peers
     lines.append("## CPU time while waiting")
     lines.append("")
-    lines.append("Each op at %s once more with the last rank %d ms late: wall / CPU time "
+    lines.append("Each op at %s once more with the last rank (broadcast: the root) %d ms late: wall / CPU time "
                  "(user + system, getrusage) of the waiting ranks' call in ms, median over "
                  "runs of the median of 3, max over the waiting ranks." % (
                      human(min(k[4] for k in rows)) if rows else "MINB",

@@ -7,8 +7,9 @@
 # Usage: python coll_gloo.py -n RANKS [-b MIN] [-e MAX] [-f FACTOR] [-r REPS]
 #          [-t TARGET_MS] [-c OPS] [-l LABEL] [-W MS] [-P]
 # -W MS: the late-peer measurement of coll_bench.c (WAIT lines: the wall and
-# CPU time, user + system of the whole process, of a call whose last rank
-# comes MS ms late; median of 3, max over the waiting ranks).
+# CPU time, user + system of the whole process, of a call whose last rank,
+# or broadcast's root, comes MS ms late; median of 3, max over the waiting
+# ranks).
 # Ranks are processes on this host joined through a TCPStore on 127.0.0.1;
 # gloo's pairs run over loopback TCP (gloo has no shared-memory transport, so
 # this is what a one-node PyTorch CPU job gets).  Each rank is pinned to CPU
@@ -144,7 +145,8 @@ def cpu_s():
 
 
 def late_peer(rn, a, op):
-    """One call of op at a.b bytes with the last rank a.W ms late, 3 times."""
+    """One call of op at a.b bytes with one rank a.W ms late (the last;
+    broadcast: the root), 3 times."""
     torch, n, rank = rn.torch, rn.n, rn.rank
     count = a.b // 4
     count -= count % n
@@ -152,7 +154,7 @@ def late_peer(rn, a, op):
     walls, cpus = [], []
     for _ in range(3):
         rn.dist.barrier()
-        if rank == n - 1:
+        if rank == (0 if op == "bcast" else n - 1):
             time.sleep(a.W / 1000.0)
             w = u = 0.0
             rn.run(op, s, r)

@@ -112,7 +112,8 @@ static double cpu_s(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* The late peer (coll_bench.c's -W): the last rank calls wait_ms late. */
+/* The late peer (coll_bench.c's -W): the last rank (broadcast: the root)
+ * calls wait_ms late. */
 static void late_peer(int op, size_t count, int n, int rank, int wait_ms, const char *label,
 		      float *s, float *r)
 {
@@ -121,7 +122,7 @@ static void late_peer(int op, size_t count, int n, int rank, int wait_ms, const 
 
 	for (k = 0; k < 3; k++) {
 		MPI_Barrier(MPI_COMM_WORLD);
-		if (rank == n - 1) {
+		if (rank == (op == OP_BCAST ? 0 : n - 1)) {
 			usleep((useconds_t)wait_ms * 1000);
 			w = u = 0;
 			run_op(op, count, n, s, r);

@@ -16,7 +16,8 @@
  *     fully reduced here (the last combine applies avg's division);
  *   all-gather step u: send block (p-u) (our own first), receive (p-u-1);
  *   allreduce = both (2(n-1) steps, blocks of count/n elements, any count);
- *   broadcast = a chain from the root, pipelined the same way.
+ *   broadcast = a chain from the root, pipelined the same way (two chains,
+ *     forward and backward, where every hop is TCP: see two-way jobs).
  * Received data for a reduce step goes through a small cache-resident
  * staging buffer (TCP) or is combined straight out of the shared pipe; data
  * for an all-gather step is received in place.
@@ -458,6 +459,11 @@ struct eng {
 	size_t ooff, ioff;	/* bytes done in them */
 	size_t staged;		/* TCP: received, not yet combined */
 	struct step o, i;	/* the current steps */
+	/* the backward lane (two-way jobs, j->B_out / B_in): out to prev on
+	 * prev.cfd, in from next on next.cfd; copies only, TCP only */
+	int bot, bit;
+	size_t booff, bioff;
+	struct step bo, bi;
 };
 
 static void eng_load_out(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e)
@@ -494,6 +500,86 @@ static size_t out_limit(const struct dpg_ring_job *j, const struct eng *e)
 	return 0;
 }
 
+/* ------------------------------------------------------------ two-way jobs
+ *
+ * A broadcast with B_out / B_in > 0 also runs a backward lane: the same
+ * steps towards prev, over the reverse direction of the notice connections
+ * (prev.cfd out, next.cfd in; unused otherwise), so that the root's data
+ * reaches the ranks behind it backward and travels at most half way round.
+ * The lane starts with the call's stamp where it carries data, checked
+ * before the data is used; the forward hop a two-way broadcast leaves idle
+ * keeps its stamp and owes its check like a one-way broadcast's last hop.
+ * Only where every hop is TCP (cpu_backend.c). */
+
+static void bwd_out_step(const struct dpg_ring_job *j, int t, struct step *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->wes = t < 0 ? 8 : j->es;
+	s->src = t < 0 ? (const char *)&j->stamp : j->recv;
+	s->len = t < 0 ? sizeof(j->stamp) : j->count * j->es;
+}
+
+static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, struct step *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->wes = t < 0 ? 8 : j->es;
+	s->dst = t < 0 ? (char *)&p->bstamp : j->recv;
+	s->len = t < 0 ? sizeof(p->bstamp) : j->count * j->es;
+}
+
+/* Bytes of the current backward out step that may go: as out_limit. */
+static size_t bwd_limit(const struct dpg_ring_job *j, const struct eng *e)
+{
+	int need;
+
+	if (e->bot < 0 || (e->bot == 0 && j->out0_free))
+		return e->bo.len;
+	need = e->bot - j->dep;
+	if (need < 0 || e->bit > need)
+		return e->bo.len;
+	if (e->bit == need)
+		return e->bioff / e->bi.wes * e->bo.wes;
+	return 0;
+}
+
+static int send_error_to(struct dpg_cpu *p, int peer, ssize_t w, int64_t deadline,
+			 struct dpg_err *err);
+static int recv_error_from(struct dpg_cpu *p, int peer, ssize_t r, int64_t deadline,
+			   struct dpg_err *err);
+
+/* One attempt on each backward stream: >0 progress, 0 none, <0 error. */
+static int bwd_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+		    int64_t deadline, struct dpg_err *err)
+{
+	size_t lim = bwd_limit(j, e), len;
+	ssize_t w;
+
+	if (e->bot >= j->B_out || lim <= e->booff)
+		return 0;
+	len = lim - e->booff < p->chunk ? lim - e->booff : p->chunk;
+	w = send(p->prev.cfd, e->bo.src + e->booff, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w <= 0)
+		return send_error_to(p, p->prev.peer, w, deadline, err);
+	e->booff += (size_t)w;
+	return 1;
+}
+
+static int bwd_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+		    int64_t deadline, struct dpg_err *err)
+{
+	size_t left = e->bi.len - e->bioff;
+	ssize_t r;
+
+	if (e->bit >= j->B_in || left == 0)
+		return 0;
+	r = recv(p->next.cfd, e->bi.dst + e->bioff, left < p->chunk ? left : p->chunk,
+		 MSG_DONTWAIT);
+	if (r <= 0)
+		return recv_error_from(p, p->next.peer, r, deadline, err);
+	e->bioff += (size_t)r;
+	return 1;
+}
+
 /* Process `bytes` (whole wire elements) of the current in step from src. */
 static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 		    const struct eng *e, const void *src, size_t bytes)
@@ -522,28 +608,42 @@ static void combine(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 static int stamp_check(struct dpg_cpu *p, const struct dpg_stamp *mine,
 		       const struct dpg_stamp *theirs, struct dpg_err *err);
 
-/* A send to next failed (w <= 0): 0 to retry, or the failure. */
-static int send_error(struct dpg_cpu *p, ssize_t w, int64_t deadline, struct dpg_err *err)
+/* A send to peer (next, or prev on the backward lane) failed (w <= 0): 0
+ * to retry, or the failure. */
+static int send_error_to(struct dpg_cpu *p, int peer, ssize_t w, int64_t deadline,
+			 struct dpg_err *err)
 {
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return 0;
 	if (w < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
-		return fail_closed(p, p->next.peer, deadline, err);
-	dpg_errf(err, "send to peer rank %d (%s): %s", p->next.peer,
-		 dpg_cpu_host(p, p->next.peer), strerror(errno));
-	return fail_self(p, DPG_FAIL_CLOSED, p->next.peer, -DPG_ERR_SYSTEM, err);
+		return fail_closed(p, peer, deadline, err);
+	dpg_errf(err, "send to peer rank %d (%s): %s", peer, dpg_cpu_host(p, peer),
+		 strerror(errno));
+	return fail_self(p, DPG_FAIL_CLOSED, peer, -DPG_ERR_SYSTEM, err);
 }
 
-/* A receive from prev failed (r <= 0): 0 to retry, or the failure. */
-static int recv_error(struct dpg_cpu *p, ssize_t r, int64_t deadline, struct dpg_err *err)
+static int send_error(struct dpg_cpu *p, ssize_t w, int64_t deadline, struct dpg_err *err)
+{
+	return send_error_to(p, p->next.peer, w, deadline, err);
+}
+
+/* A receive from peer (prev, or next on the backward lane) failed (r <=
+ * 0): 0 to retry, or the failure. */
+static int recv_error_from(struct dpg_cpu *p, int peer, ssize_t r, int64_t deadline,
+			   struct dpg_err *err)
 {
 	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return 0;
 	if (r == 0 || errno == ECONNRESET)
-		return fail_closed(p, p->prev.peer, deadline, err);
-	dpg_errf(err, "receive from peer rank %d (%s): %s", p->prev.peer,
-		 dpg_cpu_host(p, p->prev.peer), strerror(errno));
-	return fail_self(p, DPG_FAIL_CLOSED, p->prev.peer, -DPG_ERR_SYSTEM, err);
+		return fail_closed(p, peer, deadline, err);
+	dpg_errf(err, "receive from peer rank %d (%s): %s", peer, dpg_cpu_host(p, peer),
+		 strerror(errno));
+	return fail_self(p, DPG_FAIL_CLOSED, peer, -DPG_ERR_SYSTEM, err);
+}
+
+static int recv_error(struct dpg_cpu *p, ssize_t r, int64_t deadline, struct dpg_err *err)
+{
+	return recv_error_from(p, p->prev.peer, r, deadline, err);
 }
 
 /* TCP: the stamp and, when it needs nothing, the start of out step 0 in one
@@ -788,12 +888,15 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 {
 	bool want_in = e->it < j->T_in;
 	bool want_out = e->ot < j->T_out && out_limit(j, e) > e->ooff;
-	bool tcp_in = want_in && p->prev.kind == DPG_LINK_TCP;
-	bool tcp_out = want_out && p->next.kind == DPG_LINK_TCP;
+	bool bwd_in = e->bit < j->B_in;		/* two-way: TCP both ways */
+	bool bwd_out = e->bot < j->B_out && bwd_limit(j, e) > e->booff;
+	bool tcp_in = (want_in && p->prev.kind == DPG_LINK_TCP) || bwd_in;
+	bool tcp_out = (want_out && p->next.kind == DPG_LINK_TCP) || bwd_out;
 	bool shm_in = want_in && p->prev.kind == DPG_LINK_SHM;
 	bool shm_out = want_out && p->next.kind == DPG_LINK_SHM;
-	int waiting_for = want_in ? p->prev.peer : p->next.peer;
-	struct pollfd pf[5];
+	int waiting_for = want_in ? p->prev.peer : bwd_in || want_out ? p->next.peer
+			: p->prev.peer;
+	struct pollfd pf[6];
 	int np = 0, rc, timeout_ms;
 
 	rc = eng_health(p, deadline, want_in, want_out, waiting_for, err);
@@ -825,16 +928,20 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		*backoff_us = 1;
 		return 0;
 	}
-	if (tcp_in) {
+	if (want_in && p->prev.kind == DPG_LINK_TCP) {
 		pf[np].fd = p->prev.fd;
 		pf[np++].events = POLLIN;
 	}
-	if (p->next.kind == DPG_LINK_TCP && (tcp_out || !p->next.nclosed)) {
+	if (p->next.kind == DPG_LINK_TCP && (want_out || !p->next.nclosed)) {
 		pf[np].fd = p->next.fd;
-		pf[np++].events = (short)((p->next.nclosed ? 0 : POLLIN) | (tcp_out ? POLLOUT : 0));
+		pf[np++].events = (short)((p->next.nclosed ? 0 : POLLIN) | (want_out ? POLLOUT : 0));
 	}
-	if (p->prev.kind == DPG_LINK_TCP && !p->prev.nclosed) {
+	if (p->prev.kind == DPG_LINK_TCP && (!p->prev.nclosed || bwd_out)) {
 		pf[np].fd = p->prev.cfd;
+		pf[np++].events = (short)((p->prev.nclosed ? 0 : POLLIN) | (bwd_out ? POLLOUT : 0));
+	}
+	if (bwd_in) {
+		pf[np].fd = p->next.cfd;
 		pf[np++].events = POLLIN;
 	}
 	pf[np].fd = p->efd;
@@ -859,22 +966,29 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	return 0;
 }
 
-/* A stamp from prev is in (theirs): the same call as ours (mine), or a
- * mismatch that every rank hears of (a MISMATCH notice naming prev and us). */
-static int stamp_check(struct dpg_cpu *p, const struct dpg_stamp *mine,
-		       const struct dpg_stamp *theirs, struct dpg_err *err)
+/* A stamp from peer (prev, or next on the backward lane) is in (theirs):
+ * the same call as ours (mine), or a mismatch that every rank hears of (a
+ * MISMATCH notice naming the peer and us). */
+static int stamp_check_from(struct dpg_cpu *p, int peer, const struct dpg_stamp *mine,
+			    const struct dpg_stamp *theirs, struct dpg_err *err)
 {
-	struct dpg_fail f = { .why = DPG_FAIL_MISMATCH, .culprit = p->prev.peer,
+	struct dpg_fail f = { .why = DPG_FAIL_MISMATCH, .culprit = peer,
 			      .reporter = p->rank };
 	int rc;
 
 	if (dpg_stamp_equal(mine, theirs))
 		return 0;
-	rc = dpg_stamp_mismatch(mine, p->rank, theirs, p->prev.peer,
+	rc = dpg_stamp_mismatch(mine, p->rank, theirs, peer,
 				(const char *const *)p->hosts, err);
 	if (rc != -DPG_ERR_INVALID)
 		f.why = DPG_FAIL_PROTO;
 	return fail_from(p, rc, &f, err);
+}
+
+static int stamp_check(struct dpg_cpu *p, const struct dpg_stamp *mine,
+		       const struct dpg_stamp *theirs, struct dpg_err *err)
+{
+	return stamp_check_from(p, p->prev.peer, mine, theirs, err);
 }
 
 /* One non-blocking attempt to read more of the stamp from prev: bytes read,
@@ -940,14 +1054,15 @@ static void stamp_salvage(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    struct dpg_err *err);
 
-/* A broadcast's root (takes nothing from prev) / last rank (sends nothing
- * to next). */
-static bool bcast_root(const struct dpg_ring_job *j)
+/* A broadcast's rank that takes nothing from prev (the root; on a
+ * two-way broadcast also the ranks reached backward) / sends nothing to
+ * next (the last rank; two-way: the last forward and the backward ones). */
+static bool fwd_idle_in(const struct dpg_ring_job *j)
 {
 	return j->kind == DPG_JOB_BCAST && j->T_in == 0;
 }
 
-static bool bcast_last(const struct dpg_ring_job *j)
+static bool fwd_idle_out(const struct dpg_ring_job *j)
 {
 	return j->kind == DPG_JOB_BCAST && j->T_out == 0;
 }
@@ -958,7 +1073,7 @@ static bool bcast_last(const struct dpg_ring_job *j)
 static int stamps_out(struct dpg_cpu *p, const struct dpg_ring_job *j)
 {
 	p->unsent[p->nunsent++] = j->stamp;
-	return bcast_last(j) && p->nunsent < DPG_RING_DEFER ? 0 : -1;
+	return fwd_idle_out(j) && p->nunsent < DPG_RING_DEFER ? 0 : -1;
 }
 
 /* A mismatch while our stamps wait unsent: send them now, best effort,
@@ -979,14 +1094,14 @@ static void stamps_flush(struct dpg_cpu *p)
  * broadcast's root nothing (its check is owed: see dpg_ring_run). */
 static int after_owed(const struct dpg_ring_job *j)
 {
-	return bcast_root(j) ? 0 : -1;
+	return fwd_idle_in(j) ? 0 : -1;
 }
 
 /* This call's first in step: the owed stamps (-2) when there are any and
  * this call reads from prev, or when DPG_RING_DEFER are owed. */
 static int stamps_in(const struct dpg_cpu *p, const struct dpg_ring_job *j)
 {
-	if (p->nowed > 0 && (!bcast_root(j) || p->nowed == DPG_RING_DEFER))
+	if (p->nowed > 0 && (!fwd_idle_in(j) || p->nowed == DPG_RING_DEFER))
 		return -2;
 	return after_owed(j);
 }
@@ -1014,7 +1129,7 @@ int dpg_ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct dpg_err
 		stamps_flush(p);
 	if (rc == -DPG_ERR_INVALID && e.it < 0 && e.ioff < e.i.len)
 		stamp_salvage(p, j, &e, err);
-	if (rc == 0 && bcast_root(j))
+	if (rc == 0 && fwd_idle_in(j))
 		p->owed[p->nowed++] = j->stamp;	/* < DPG_RING_DEFER: stamps_in */
 	dpg_shm_set_busy(p->shm, false);
 	return rc;
@@ -1032,6 +1147,12 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	ep->ot = stamps_out(p, j);	/* the stamps first */
 	ep->kept = ep->ot == 0;
 	ep->it = stamps_in(p, j);
+	ep->bot = j->B_out > 0 ? -1 : 0;
+	ep->bit = j->B_in > 0 ? -1 : 0;
+	if (ep->bot < j->B_out)
+		bwd_out_step(j, ep->bot, &ep->bo);
+	if (ep->bit < j->B_in)
+		bwd_in_step(p, j, ep->bit, &ep->bi);
 	p->prev_waiting = false;
 	if (p->shm != NULL)
 		dpg_shm_pipe_begin(p->shm);
@@ -1057,7 +1178,21 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 			ep->ioff = 0;
 			eng_load_in(p, j, ep);
 		}
-		if (ep->ot >= j->T_out && ep->it >= j->T_in)
+		while (ep->bot < j->B_out && ep->booff == ep->bo.len) {
+			ep->booff = 0;
+			if (++ep->bot < j->B_out)
+				bwd_out_step(j, ep->bot, &ep->bo);
+		}
+		while (ep->bit < j->B_in && ep->bioff == ep->bi.len) {
+			if (ep->bit == -1 && (rc = stamp_check_from(p, p->next.peer, &j->stamp,
+								    &p->bstamp, err)) != 0)
+				return rc;
+			ep->bioff = 0;
+			if (++ep->bit < j->B_in)
+				bwd_in_step(p, j, ep->bit, &ep->bi);
+		}
+		if (ep->ot >= j->T_out && ep->it >= j->T_in && ep->bot >= j->B_out &&
+		    ep->bit >= j->B_in)
 			return 0;
 		if (ep->ot < j->T_out) {
 			rc = eng_send(p, j, ep, deadline, err);
@@ -1067,6 +1202,16 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		}
 		if (ep->it < j->T_in) {
 			rc = eng_recv(p, j, ep, deadline, err);
+			if (rc < 0)
+				return rc;
+			progress |= rc > 0;
+		}
+		if (j->B_out > 0 || j->B_in > 0) {
+			rc = bwd_send(p, j, ep, deadline, err);
+			if (rc >= 0) {
+				progress |= rc > 0;
+				rc = bwd_recv(p, j, ep, deadline, err);
+			}
 			if (rc < 0)
 				return rc;
 			progress |= rc > 0;

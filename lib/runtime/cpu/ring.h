@@ -49,6 +49,7 @@ struct dpg_cpu {
 	struct dpg_cpu_link next, prev;
 	struct dpg_shm *shm;
 	bool direct;			/* all ranks local: shm.c algorithms */
+	bool tcp_only;			/* every rank on its own node */
 	int efd;			/* eventfd: abort kicks the poll */
 	atomic_int aborted;
 	const volatile int *uabort;
@@ -71,6 +72,7 @@ struct dpg_cpu {
 					 * (grow-only) */
 	size_t acc_cap;
 	struct dpg_stamp rstamp;	/* the stamp received from prev */
+	struct dpg_stamp bstamp;	/* two-way broadcast: the one from next */
 	/* stamps a ring broadcast leaves for later (ring.c): a root's calls
 	 * whose stamp from prev is still to be read (owed, read into rowed),
 	 * a last rank's stamps not yet sent to next (unsent, + this call's) */
@@ -110,7 +112,9 @@ struct dpg_ring_job {
 	dpg_dtype_t dt;
 	dpg_op_t op;
 	int T_out, T_in;
-	int dep;		/* out step t needs in step t - dep */
+	int B_out, B_in;	/* > 0: a two-way broadcast's steps backward (to
+				 * prev, from next; TCP hops only; ring.c) */
+	int dep;		/* out step t needs in step t - dep (both ways) */
 	bool out0_free;		/* out step 0 needs nothing */
 	size_t base, rem;	/* allreduce block split */
 	char *rs_final;		/* RS: where the reduced block goes */
