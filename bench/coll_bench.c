@@ -119,6 +119,11 @@ static dpg_dtype_t g_dt = DPG_F32;	/* the element type of this run */
 static char *g_limit;			/* -m limit: the "peers' data" (maxb) */
 static _Atomic uint64_t *g_meet;	/* -m limit: a cache line per rank, shared */
 static uint64_t g_meets;		/* -m limit: meetings so far */
+/* Set by the parent once every rank is forked: a rank connects to the
+ * store only then.  The store's thread runs in the parent, and a fork taken
+ * while it held a lock (OpenSSL's, stdio's) left a child blocked for good
+ * in its own handshake (seen once in 4-rank runs: "did not authenticate"). */
+static _Atomic uint32_t *g_go;
 static bool g_yield;			/* -m limit: ranks outnumber the CPUs */
 static bool g_track;			/* -T */
 static struct dpg_track g_trk;
@@ -351,6 +356,14 @@ static int rank_main(int rank, const struct opts *o)
 	double *ts;
 
 	g_dt = o->dt;
+	for (r = 0; atomic_load(g_go) == 0; r++) {
+		if (r >= 30000) {
+			fprintf(stderr, "coll_bench rank %d: the parent did not finish forking in 30 s\n",
+				rank);
+			return 1;
+		}
+		usleep(1000);
+	}
 	if (o->pin && o->n <= (int)sysconf(_SC_NPROCESSORS_ONLN)) {
 		cpu_set_t set;
 
@@ -564,13 +577,14 @@ int main(int argc, char **argv)
 	}
 	o.port = dpg_store_server_port(srv);
 	/* -m limit: the ranks' meeting lines, shared by the forks */
-	g_meet = mmap(NULL, (size_t)o.n * 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-		      -1, 0);
+	g_meet = mmap(NULL, (size_t)o.n * 64 + 64, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (g_meet == MAP_FAILED) {
 		perror("mmap");
 		return 1;
 	}
-	memset((void *)g_meet, 0, (size_t)o.n * 64);
+	memset((void *)g_meet, 0, (size_t)o.n * 64 + 64);
+	g_go = (_Atomic uint32_t *)&g_meet[(size_t)o.n * 8];
 	fflush(stdout);
 	for (i = 0; i < o.n; i++) {
 		pids[i] = fork();
@@ -583,6 +597,7 @@ int main(int argc, char **argv)
 			_exit(rank_main(i, &o));
 		}
 	}
+	atomic_store(g_go, 1);
 	for (i = 0; i < o.n; i++) {
 		int st;
 

@@ -118,19 +118,23 @@ run_one() {	# impl t n op
 	f="$out/$1-$2-n$3-$4.run$run.txt"
 	echo "# run $run: $1 $2 n=$3 $4 (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo "# load before: $(cat /proc/loadavg)" > "$f"
+	rc=0
 	case $1 in
-	dpg)	"$dpg_prog" -n "$3" -m "$2" -l "dpg-$2" $ARGS -c "$4" >> "$f" ;;
-	limit)	"$dpg_prog" -n "$3" -m limit -l "limit-$2" $ARGS -c "$4" >> "$f" ;;
-	gloo)	"$GLOO_PY" "$here/coll_gloo.py" -n "$3" -l "gloo-$2" $ARGS -c "$4" >> "$f" ;;
+	dpg)	"$dpg_prog" -n "$3" -m "$2" -l "dpg-$2" $ARGS -c "$4" >> "$f" || rc=$? ;;
+	limit)	"$dpg_prog" -n "$3" -m limit -l "limit-$2" $ARGS -c "$4" >> "$f" || rc=$? ;;
+	gloo)	"$GLOO_PY" "$here/coll_gloo.py" -n "$3" -l "gloo-$2" $ARGS -c "$4" >> "$f" || rc=$? ;;
 	ompi)	if [ "$2" = shm ]; then
 			btl="--mca btl self,vader"
 		else
 			btl="--mca btl self,tcp --mca btl_tcp_if_include lo"
 		fi
 		# shellcheck disable=SC2086
-		$OMPI $btl -np "$3" "$BUILD/bench/coll_mpi" -l "ompi-$2" $ARGS -c "$4" >> "$f" ;;
+		$OMPI $btl -np "$3" "$BUILD/bench/coll_mpi" -l "ompi-$2" $ARGS -c "$4" >> "$f" || rc=$? ;;
 	esac
 	echo "# load after: $(cat /proc/loadavg)" >> "$f"
+	# one failed invocation costs its cells, not the run
+	[ "$rc" = 0 ] || echo "run $run: $1 $2 n=$3 $4 failed (exit $rc): its cells are missing" |
+		tee -a "$out/failed.txt" >&2
 }
 
 # Interleaved op by op, the implementations in a shuffled order each time:
@@ -194,7 +198,10 @@ keys = sorted({(k[1], k[2], k[3]) for k in rows if k[0] != "limit"},
 ops = ["allreduce", "reduce_scatter", "allgather", "bcast"]
 peers = [p for p in ("ompi", "gloo") if any(k[0] == p for k in rows)]
 pname = {"ompi": "Open MPI", "gloo": "Gloo"}
-lines = [open(os.path.join(out, "host.txt")).read().strip(), "",
+failed = os.path.join(out, "failed.txt")
+failed = open(failed).read().strip() if os.path.exists(failed) else ""
+lines = [open(os.path.join(out, "host.txt")).read().strip(), ""] + \
+        ([failed, ""] if failed else []) + [
          "# busbw in GB/s (1e9 B/s), median over runs [min-max of run medians]; "
          "ratio = dpg / peer" + ("; peers: " + ", ".join(pname[p] for p in peers) if peers else
                                  "; no peer ran"), ""]
