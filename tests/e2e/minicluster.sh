@@ -41,6 +41,12 @@
 #                    Slurm looks), e.g. "AutoDetect=off\nNodeName=n[1-3]
 #                    Name=gpu File=/dev/tty[0-3]" (any character devices)
 #   WAIT_S           seconds to wait for all nodes to be idle (default 30)
+#   PREEMPT_GRACE    if set (seconds): partition-priority preemption.  The
+#                    default partition "debug" (PriorityTier=1) becomes
+#                    preemptable, PreemptMode=REQUEUE GraceTime=PREEMPT_GRACE;
+#                    a second partition "urgent" on the same nodes
+#                    (PriorityTier=2, PreemptMode=OFF) preempts it.  Jobs of
+#                    debug among themselves behave as without it (one tier)
 #   AUTH             munge (default: a private munged, key and socket in
 #                    LAB_DIR) or none (auth/none + cred/none, no munged)
 #   NETNS=1          separate "hosts", see above
@@ -149,6 +155,22 @@ else
 fi
 
 [ -n "${NODE_GRES:-}" ] && NODE_LINE="$NODE_LINE Gres=${NODE_GRES}"
+
+# partitions, and partition-priority preemption with PREEMPT_GRACE
+PART_LINE="PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=${OVERSUBSCRIBE}"
+PREEMPT_LINES=
+if [ -n "${PREEMPT_GRACE:-}" ]; then
+	isnum "$PREEMPT_GRACE" || die "PREEMPT_GRACE must be seconds (got '$PREEMPT_GRACE')"
+	# (debug is not PreemptMode=OFF: read in 22.05's cons_common/job_test.c,
+	# a job that finds no idle core then loses the cores of every running
+	# job of an OFF partition, its own included, and OverSubscribe sharing
+	# inside debug would stop)
+	PREEMPT_LINES="PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE"
+	PART_LINE="$PART_LINE PriorityTier=1 PreemptMode=REQUEUE GraceTime=${PREEMPT_GRACE}
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF"
+fi
+
 [ -n "${GRES_CONF:-}" ] && printf '%s\n' "$GRES_CONF" >"$LAB_DIR/gres.conf"
 
 # --- munge -----------------------------------------------------------------------
@@ -202,9 +224,10 @@ MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
 MailProg=/bin/true
+${PREEMPT_LINES}
 ${EXTRA_CONF:-}
 ${NODE_LINE}
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=${OVERSUBSCRIBE}
+${PART_LINE}
 EOF
 
 : >"$LAB_DIR/plugstack.conf"
@@ -298,7 +321,8 @@ mv "$LAB_DIR/pids.tmp" "$LAB_DIR/pids"
 # wait until every node is idle
 export SLURM_CONF=$LAB_DIR/slurm.conf
 deadline=$((SECONDS + WAIT_S))
-until [ "$(sinfo -h -t idle -o '%D' 2>/dev/null | awk '{s+=$1} END {print s+0}')" = "$NODES" ]; do
+# (one line per node and partition: count the distinct idle nodes)
+until [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" = "$NODES" ]; do
 	if [ $SECONDS -ge $deadline ]; then
 		sinfo >&2 || true
 		die "nodes not idle after ${WAIT_S}s (logs in $LAB_DIR/log)"

@@ -11,7 +11,9 @@
 # pending again.  Also: a real --time=1 limit; two USR1 while the job saves
 # and two during start-up (before dpg_init), with a bash and a dash wrapper;
 # examples/torch_requeue.py under etc/sbatch/torch-requeue.sbatch (its
-# atomic DCP layout checked); the plugstack default requeue=45.
+# atomic DCP layout checked); the plugstack default requeue=45.  Last
+# (requeue_preempt_cases, once the allocation has gone): real preemption by
+# a job of a higher-tier partition, PreemptMode=REQUEUE and CANCEL.
 
 RQ_A=(--steps 1500 --global-batch 48 --micro-batch 4 --log-every 50 --seed 5 --deterministic)
 
@@ -80,14 +82,25 @@ rq_ckpt_ok() {
 	[ -z "$left" ] || fail "leftovers of a save: $left" || return 1
 }
 
+# rq_ref: the uninterrupted reference run of RQ_A, once per e2e run: its
+# final parameters in $RQ_REF (inside the allocation while there is one)
+rq_ref() {
+	local in=()
+	RQ_REF=$WORK/requeue-ref.bin
+	[ -s "$RQ_REF" ] && return 0
+	[ -z "${ALLOC:-}" ] || in=("${INALLOC[@]}")
+	echo "\$ srun -N3 --ntasks-per-node=2 train ${RQ_A[*]}   (the uninterrupted reference)"
+	timeout 200 srun "${in[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=60 \
+		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$RQ_REF.part" >"$WORK/requeue-ref.out" 2>&1 &&
+		mv "$RQ_REF.part" "$RQ_REF" ||
+		{ show "$WORK/requeue-ref.out"; fail "the reference run failed"; }
+}
+
 c_requeue_signal() {
 	local w=$WORK/requeue j t0 t1 step saved nstop
 	rm -rf "$w"
 	mkdir -p "$w"
-	echo "\$ srun -N3 --ntasks-per-node=2 train ${RQ_A[*]}   (the uninterrupted reference)"
-	timeout 200 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=60 \
-		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$w/ref.bin" >"$w/ref.out" 2>"$w/ref.err" ||
-		{ show "$w/ref.err" stderr; fail "the reference run failed"; return 1; }
+	rq_ref || return 1
 	echo "\$ CKPT=$w/ck sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch train ..."
 	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
 		-J e2e-requeue "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
@@ -117,8 +130,8 @@ c_requeue_signal() {
 	grep -q "^resumed from .* at step $step (world 6)" "$w/job.out" ||
 		fail "no 'resumed from ... at step $step (world 6)'" || return 1
 	grep -q '^done: steps 1500 ' "$w/job.out" || fail "the resumed run did not finish" || return 1
-	cmp "$w/ref.bin" "$w/job.bin" || fail "final parameters differ from the uninterrupted run" || return 1
-	note "job $j: USR1 at step >= 100 -> all 6 ranks ($nstop of them signalled, the rest told) saved step $step and exited 75 in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s (polled); Restarts=1, resumed at $step, final params == uninterrupted ($(stat -c %s "$w/ref.bin") bytes)"
+	cmp "$RQ_REF" "$w/job.bin" || fail "final parameters differ from the uninterrupted run" || return 1
+	note "job $j: USR1 at step >= 100 -> all 6 ranks ($nstop of them signalled, the rest told) saved step $step and exited 75 in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s (polled); Restarts=1, resumed at $step, final params == uninterrupted ($(stat -c %s "$RQ_REF") bytes)"
 }
 
 # A real time limit: sbatch --time=1 --dpg-requeue=20 on the COMMAND LINE (the
@@ -156,6 +169,205 @@ c_requeue_timelimit() {
 	grep -q "^resumed from .* at step $step (world 6)" "$w/job.out" ||
 		fail "no 'resumed from ... at step $step (world 6)'" || return 1
 	note "job $j (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks at step $step, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.0f", b-a}') s after sbatch; requeued, resumed at $step"
+}
+
+# rq_urgent JOB OUT SLEEP_S: submit a job to partition urgent that needs the
+# three nodes whole; it prints when it starts (with JOB's JobState= then) and
+# ends, and sleeps SLEEP_S between; prints its id
+rq_urgent() {
+	sbatch --parsable -p urgent -N3 --exclusive -o "$2" -J e2e-urgent \
+		--wrap "echo \"urgent start \$(date +%s.%N), job $1 \$(scontrol show job $1 | grep -o 'JobState=[A-Z_]*')\"; sleep $3; echo \"urgent end \$(date +%s.%N)\"" 2>&1
+}
+
+# Preemption.  run.sh starts the cluster with PREEMPT_GRACE=60 (minicluster.sh:
+# PreemptType=preempt/partition_prio; partition debug, the default, PriorityTier=1
+# PreemptMode=REQUEUE GraceTime=60; partition urgent, same nodes, PriorityTier=2)
+# and runs this after the allocation ALLOC has gone (urgent would preempt it
+# too).  The 6-rank job of c_requeue_signal runs in debug; after step 100 a job
+# that needs the three nodes whole (sbatch -p urgent -N3 --exclusive) comes.
+# Slurm 22.05 (slurmctld/preempt.c) signals the steps of the job at once:
+# SIGCONT and SIGTERM, or with SlurmctldParameters=preempt_send_user_signal
+# the job's --signal (USR1, from --dpg-requeue) if not sent yet; GraceTime
+# later it requeues (REQUEUE) or kills (CANCEL) the job if it still runs.
+# Checked: every rank stops at one step (the signal named), it is saved, all
+# exit 75, the script requeues the job inside the grace (so slurmctld's log
+# has no "preempted JobId=J has been requeued/killed": nobody requeues it
+# twice, Restarts=1), the urgent job starts only after that and completes,
+# the job resumes at that step after it and ends with the uninterrupted
+# run's parameters.  MODE requeue: the cluster as started, SIGTERM; MODE
+# cancel: debug PreemptMode=CANCEL + preempt_send_user_signal, SIGUSR1.
+c_requeue_preempt() {
+	local mode=$1 w=$WORK/requeue-preempt-$1 j u t0 t1 t2 tu0 tu1 step nsig sig other log
+	rq_ref || return 1
+	rm -rf "$w"
+	mkdir -p "$w"
+	case $mode in
+	requeue) sig=Terminated other='User defined signal 1';;
+	cancel) sig='User defined signal 1' other=Terminated;;
+	esac
+	echo "\$ scontrol show partition (debug, urgent):"
+	scontrol show partition debug | grep -E 'PartitionName|PriorityTier|PreemptMode|GraceTime' | sed 's/^ */  /'
+	scontrol show partition urgent | grep -E 'PartitionName|PriorityTier|PreemptMode' | sed 's/^ */  /' ||
+		{ fail "no partition urgent (minicluster PREEMPT_GRACE unset?)"; return 1; }
+	echo "\$ CKPT=$w/ck sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch train ${RQ_A[*]}"
+	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
+		-J e2e-preempted "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
+		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$w/job.bin" 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "job $j"
+	rq_wait_line "$w/job.out" '^step 100/' 120 || { show "$w/job.out"; fail "the job did not reach step 100"; return 1; }
+	t0=$(e2e_now)
+	u=$(rq_urgent "$j" "$w/urgent.out" 5) ||
+		{ echo "$u"; scancel "$j"; fail "sbatch -p urgent failed"; return 1; }
+	echo "\$ sbatch -p urgent -N3 --exclusive --wrap 'sleep 5'  -> job $u (at step >= 100 of job $j)"
+	rq_wait_line "$w/job.out" '^stopped at step' 60 ||
+		{ show "$w/job.out"; scancel "$j" "$u"; fail "no 'stopped at step' line within 60 s of the urgent job"; return 1; }
+	t1=$(e2e_now)
+	rq_requeued "$j" 60 || { show "$w/job.out"; scancel "$j" "$u"; return 1; }
+	# (released only once the urgent job runs: a job started before it
+	# would be preempted again)
+	rq_wait_line "$w/urgent.out" '^urgent start' 60 ||
+		{ scontrol show job "$u" | grep -E 'JobState|Reason'; scancel "$j" "$u"; fail "the urgent job did not start"; return 1; }
+	scontrol update JobId="$j" StartTime=now+3 || { scancel "$j" "$u"; fail "cannot release job $j"; return 1; }
+	job_wait "$u" 60 || { show "$w/urgent.out"; scancel "$j"; fail "the urgent job did not complete"; return 1; }
+	rq_wait_line "$w/job.out" '^resumed from' 60 || { show "$w/job.out"; scancel "$j"; fail "the job did not resume"; return 1; }
+	t2=$(e2e_now)
+	job_wait "$j" 200 || { scontrol show job "$j" | grep -E 'JobState|Restarts|ExitCode'; show "$w/job.out"; return 1; }
+	show "$w/job.out" "job output (both runs)"
+	show "$w/urgent.out" "urgent job output"
+	sed '/^requeueing job/q' "$w/job.out" >"$w/run1.out"
+	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	[ -n "$step" ] && grep -q "^saved step $step " "$w/run1.out" || fail "stopped at step '$step', not saved" || return 1
+	rq_ckpt_ok "$w/ck" "$step" 6 || return 1
+	nsig=$(grep -c "got $sig: stopping at this step" "$w/run1.out")
+	[ "$nsig" -ge 1 ] || fail "no rank logged 'got $sig' (preemption, PreemptMode=$mode)" || return 1
+	! grep -q "got $other" "$w/run1.out" || fail "a rank got $other, want $sig" || return 1
+	rq_all_75 "$w/run1.out" || return 1
+	grep -q '^requeueing job' "$w/job.out" || fail "the script did not requeue" || return 1
+	[ "$(rq_restarts "$j")" = 1 ] || fail "Restarts=$(rq_restarts "$j"), want 1" || return 1
+	log=$(grep -E "preempted JobId=$j( |$)" "$LAB/log/slurmctld.log")
+	[ -z "$log" ] || fail "slurmctld acted on the job itself: $log" || return 1
+	grep -q "^urgent start .*, job $j JobState=PENDING$" "$w/urgent.out" ||
+		fail "job $j was not pending (requeued) when the urgent job started: no preemption" || return 1
+	tu0=$(sed -n 's/^urgent start \([0-9.]*\),.*/\1/p' "$w/urgent.out")
+	tu1=$(sed -n 's/^urgent end //p' "$w/urgent.out")
+	grep -q "^resumed from .* at step $step (world 6)" "$w/job.out" ||
+		fail "no 'resumed from ... at step $step (world 6)'" || return 1
+	grep -q '^done: steps 1500 ' "$w/job.out" || fail "the resumed run did not finish" || return 1
+	cmp "$RQ_REF" "$w/job.bin" || fail "final parameters differ from the uninterrupted run" || return 1
+	note "PreemptMode=$(tr a-z A-Z <<<"$mode") job $j preempted by urgent job $u at step >= 100: '$sig' ($nsig ranks logged it, the rest told); all 6 saved step $step and exited 75 $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s after the urgent sbatch (polled); script requeued it (Restarts=1, slurmctld did not); urgent ran $(awk -v a="$t0" -v b="$tu0" 'BEGIN{printf "%.2f", b-a}')-$(awk -v a="$t0" -v b="$tu1" 'BEGIN{printf "%.2f", b-a}') s; training again (resumed at $step) $(awk -v a="$t0" -v b="$t2" 'BEGIN{printf "%.2f", b-a}') s after the urgent sbatch ($(awk -v a="$tu1" -v b="$t2" 'BEGIN{printf "%.2f", b-a}') s after it ended); params == uninterrupted"
+}
+
+# A save that outlasts the grace: what Slurm 22.05 does then.  The tasks are
+# a stand-in (bash) that logs each SIGTERM and ends its "save" (exit 75) 2 s
+# after the second, which comes when slurmctld acts on the job: GraceTime
+# (here 5 s) or up to 30 s more later (it checks every 30 s, in
+# job_time_limit).  Checked: the second SIGTERM came 5-40 s after the first;
+# the batch script got it too and died (no "requeueing job" line) while the
+# six tasks lived on to end their "saves" (SIGKILL only KillWait later).  MODE requeue: slurmctld requeued the
+# job itself ("preempted JobId=J has been requeued" in its log), once
+# (Restarts=1); released after the urgent job, its second run completes.
+# MODE cancel: the job ends PREEMPTED, Restarts=0, not requeued ("has been
+# killed").  debug's PreemptMode and GraceTime are put back afterwards.
+c_requeue_preempt_overrun() {
+	local mode=$1 w=$WORK/requeue-overrun-$1 want rc
+	rm -rf "$w"
+	mkdir -p "$w"
+	cat >"$w/slow-save" <<'SLOW'
+#!/bin/bash
+# a program whose save outlasts the preemption's GraceTime
+[ "${SLURM_RESTART_COUNT:-0}" = 0 ] || { echo "rank $SLURM_PROCID: run 2"; exit 0; }
+# (no command substitution in the trap: a SIGTERM to the step kills it)
+n=0
+trap 'n=$((n + 1)); echo "rank $SLURM_PROCID got SIGTERM $n at ${EPOCHREALTIME/,/.}"' TERM
+echo "rank $SLURM_PROCID running"
+while [ $n -lt 2 ]; do sleep 0.2; done
+end=$((SECONDS + 2))	# "saving" 2 s on after slurmctld's SIGTERM
+while [ $SECONDS -lt $end ]; do sleep 0.2; done
+echo "rank $SLURM_PROCID saved, exit 75"
+exit 75
+SLOW
+	chmod 755 "$w/slow-save"
+	want=$(tr a-z A-Z <<<"$mode")
+	scontrol update PartitionName=debug PreemptMode="$want" GraceTime=5 || { fail "scontrol update PartitionName=debug failed"; return 1; }
+	scontrol show partition debug | grep -E 'PreemptMode|GraceTime' | sed 's/^ */  /'
+	c_requeue_overrun_run "$mode" "$w"
+	rc=$?
+	scontrol update PartitionName=debug PreemptMode=REQUEUE GraceTime=60 ||
+		{ fail "cannot put debug back to PreemptMode=REQUEUE GraceTime=60"; return 1; }
+	return $rc
+}
+
+c_requeue_overrun_run() {
+	local mode=$1 w=$2 j u t1 t2 r st log want
+	echo "\$ sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch slow-save"
+	j=$(CKPT=$w/ck sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" -J e2e-overrun \
+		"$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" "$w/slow-save" 2>&1) ||
+		{ echo "$j"; fail "sbatch failed"; return 1; }
+	echo "job $j"
+	rq_wait_line "$w/job.out" '^rank 5 running' 60 && rq_wait_line "$w/job.out" '^rank 0 running' 5 ||
+		{ show "$w/job.out"; scancel "$j"; fail "the stand-in did not start"; return 1; }
+	sleep 0.5
+	u=$(rq_urgent "$j" "$w/urgent.out" 1) || { echo "$u"; scancel "$j"; fail "sbatch -p urgent failed"; return 1; }
+	echo "urgent job $u"
+	rq_wait_line "$w/urgent.out" '^urgent end' 90 ||
+		{ show "$w/job.out"; scontrol show job "$j" | grep -E 'JobState|Restarts'; scancel "$j" "$u"; fail "the urgent job did not run within 90 s"; return 1; }
+	if [ "$mode" = requeue ]; then
+		rq_requeued "$j" 10 || { show "$w/job.out"; scancel "$j"; return 1; }
+		scontrol update JobId="$j" StartTime=now+3
+		job_wait "$j" 60 || { show "$w/job.out"; return 1; }
+	else
+		job_wait "$j" 30
+	fi
+	show "$w/job.out" "job output"
+	show "$w/urgent.out" "urgent job output"
+	st=$(job_state "$j")
+	log=$(grep -E "preempted JobId=$j( |$)" "$LAB/log/slurmctld.log")
+	echo "job $j: $st, Restarts=$(rq_restarts "$j"); slurmctld: $log"
+	for r in 0 1 2 3 4 5; do
+		t1=$(sed -n "s/^rank $r got SIGTERM 1 at //p" "$w/job.out")
+		t2=$(sed -n "s/^rank $r got SIGTERM 2 at //p" "$w/job.out" | head -1)
+		[ -n "$t1" ] && [ -n "$t2" ] || fail "rank $r: not two SIGTERMs" || return 1
+		awk -v a="$t1" -v b="$t2" 'BEGIN { exit !(b - a >= 4.5 && b - a <= 40) }' ||
+			fail "rank $r: second SIGTERM $(awk -v a="$t1" -v b="$t2" 'BEGIN{printf "%.1f", b-a}') s after the first, want 5-40" || return 1
+		grep -q "^rank $r saved, exit 75" "$w/job.out" || fail "rank $r did not end its save" || return 1
+	done
+	! grep -q '^requeueing job' "$w/job.out" || fail "the batch script survived to requeue the job" || return 1
+	want=PENDING; [ "$mode" = requeue ] || want=PREEMPTED
+	grep -q "^urgent start .*, job $j JobState=$want$" "$w/urgent.out" ||
+		fail "job $j was not $want when the urgent job started" || return 1
+	if [ "$mode" = requeue ]; then
+		[ "$st" = COMPLETED ] && [ "$(rq_restarts "$j")" = 1 ] ||
+			fail "job $j $st, Restarts=$(rq_restarts "$j"); want COMPLETED, 1" || return 1
+		grep -q "has been requeued" <<<"$log" || fail "slurmctld did not log the requeue" || return 1
+		[ "$(grep -c ': run 2$' "$w/job.out")" = 6 ] || fail "no second run of 6 ranks" || return 1
+	else
+		[ "$st" = PREEMPTED ] && [ "$(rq_restarts "$j")" = 0 ] ||
+			fail "job $j $st, Restarts=$(rq_restarts "$j"); want PREEMPTED, 0" || return 1
+		grep -q "has been killed" <<<"$log" || fail "slurmctld did not log the kill" || return 1
+	fi
+	note "GraceTime=5, PreemptMode=$(tr a-z A-Z <<<"$mode"), save longer than that: 2nd SIGTERM $(awk -v a="$t1" -v b="$t2" 'BEGIN{printf "%.1f", b-a}') s after the 1st (rank 5); the batch script died with it (no scontrol requeue), the saves ended inside KillWait; job $j $st, Restarts=$(rq_restarts "$j"), slurmctld: '${log#*] }'"
+}
+
+# The same preempted job with PreemptMode=CANCEL and
+# SlurmctldParameters=preempt_send_user_signal (slurm.conf changed,
+# scontrol reconfigure; put back afterwards, whatever the outcome)
+c_requeue_preempt_cancel() {
+	local conf=$LAB/slurm.conf rc
+	cp "$conf" "$WORK/slurm.conf.preempt" || return 1
+	sed -i -e '/^PartitionName=debug /s/PreemptMode=REQUEUE/PreemptMode=CANCEL/' \
+		-e 's/^MailProg=.*/&\nSlurmctldParameters=preempt_send_user_signal/' "$conf"
+	grep -E '^SlurmctldParameters|^PartitionName=debug' "$conf"
+	if scontrol reconfigure && scontrol show partition debug | grep -q 'PreemptMode=CANCEL'; then
+		c_requeue_preempt cancel
+		rc=$?
+	else
+		rc=1
+		fail "debug did not become PreemptMode=CANCEL after scontrol reconfigure"
+	fi
+	cp "$WORK/slurm.conf.preempt" "$conf"
+	scontrol reconfigure || { fail "scontrol reconfigure (restoring slurm.conf) failed"; return 1; }
+	return $rc
 }
 
 # torch_requeue.py's checkpoint directory DIR after a save of STEP: latest
@@ -444,6 +656,19 @@ c_requeue_default() {
 	grep -qx 'batch SBATCH_SIGNAL=unset' "$w/off.out" || fail "--dpg-requeue=0 still set SBATCH_SIGNAL" || return 1
 	grep -qx 'task DPG_REQUEUE unset' "$w/off.out" || fail "--dpg-requeue=0 still exported DPG_REQUEUE" || return 1
 	note "requeue=45: job got SBATCH_SIGNAL=USR1@45, tasks DPG_REQUEUE=45; --dpg-requeue=0 turns both off"
+}
+
+# run by run.sh once the allocation ALLOC is gone (an urgent job would preempt it)
+requeue_preempt_cases() {
+	[ -n "$E2E_TRAIN" ] || { skip_case "requeue: preemption" "no examples/train"; return 0; }
+	pcase "requeue: preemption (partition_prio, PreemptMode=REQUEUE, GraceTime=60): a -p urgent --exclusive job preempts the 6-rank job: SIGTERM, all save one step, exit 75, the script requeues (Restarts=1), urgent runs, job resumes, params == uninterrupted" \
+		c_requeue_preempt requeue
+	pcase "requeue: preemption with PreemptMode=CANCEL + preempt_send_user_signal: SIGUSR1, saved, the script requeues before the grace ends (not cancelled, Restarts=1), resumed, params == uninterrupted" \
+		c_requeue_preempt_cancel
+	pcase "requeue: preemption, a save longer than GraceTime=5, PreemptMode=REQUEUE: 2nd SIGTERM 5-40 s later kills the batch script; slurmctld requeues the job itself, once (Restarts=1)" \
+		c_requeue_preempt_overrun requeue
+	pcase "requeue: preemption, a save longer than GraceTime=5, PreemptMode=CANCEL: the job ends PREEMPTED, not requeued (Restarts=0)" \
+		c_requeue_preempt_overrun cancel
 }
 
 requeue_cases() {

@@ -143,8 +143,9 @@ fi
 echo "# dpg e2e: 3-node Slurm $(slurmd -V 2>/dev/null | awk '{print $2}') minicluster, mode $mode, ports $CTLD_PORT/$SLURMD_PORT"
 echo "# plugin: ${PLUGIN_SO:-NONE (empty plugstack: harness self-check only)}; dpg-plan: $PLAN_SHOWN"
 # OverSubscribe=FORCE:4 lets the batch/salloc jobs run next to the allocation
-# that holds the step cases; use_interactive_step gives salloc an interactive step.
-if ! LAB_DIR=$LAB NODES=3 CPUS=4 OVERSUBSCRIBE=FORCE:4 PLUGIN_SO=$PLUGIN_SO PLUGIN_ARGS= \
+# that holds the step cases; use_interactive_step gives salloc an interactive step;
+# PREEMPT_GRACE: a partition "urgent" that preempts the default one (requeue.sh).
+if ! LAB_DIR=$LAB NODES=3 CPUS=4 OVERSUBSCRIBE=FORCE:4 PREEMPT_GRACE=60 PLUGIN_SO=$PLUGIN_SO PLUGIN_ARGS= \
 	EXTRA_CONF="LaunchParameters=use_interactive_step$GRES_EXTRA" \
 	NODE_GRES=$([ $GRES_ON = 1 ] && echo gpu:4) \
 	GRES_CONF=$([ $GRES_ON = 1 ] && printf 'AutoDetect=off\nNodeName=n[1-3] Name=gpu File=/dev/tty[0-3]') \
@@ -1091,6 +1092,10 @@ pcase "resv_ports=no in plugstack: formula even with reserved ports" \
 
 # ============================================================ done
 run_case "no node drained or down after all cases" c_no_drain
+# preemption: an urgent job takes the nodes of a requeue job; the allocation
+# goes first (it is in the preemptable partition too)
+[ -z "${ALLOC:-}" ] || { scancel "$ALLOC"; ALLOC=; }
+requeue_preempt_cases
 # a node taken away: last, since it releases the allocation and leaves n3 down
 . "$E2E_DIR/shrink.sh"
 shrink_cases
