@@ -190,7 +190,7 @@ c_requeue_timelimit() {
 		"$E2E_TRAIN" --steps 1000000 --global-batch 48 --micro-batch 4 --log-every 500 --seed 5 || return 1
 	grep -q "^resumed from .* at step $RQ_STEP (world 6)" "$WORK/requeue-tl/job.out" ||
 		fail "no 'resumed from ... at step $RQ_STEP (world 6)'" || return 1
-	note "job $RQ_J (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks ($RQ_NSIG logged it, the rest told) at step $RQ_STEP, $RQ_SECS s after sbatch; saved, requeued, resumed at $RQ_STEP"
+	note "job $RQ_J (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks ($RQ_NSIG logged it) at step $RQ_STEP, $RQ_SECS s after sbatch; saved, requeued, resumed at $RQ_STEP"
 }
 
 # rq_urgent JOB OUT SLEEP_S: submit a job to partition urgent that needs the
@@ -476,7 +476,7 @@ c_requeue_torch_timelimit() {
 		fail "no 'run 1 ... from scratch' and 'run 2 ... --resume' lines from the template" || return 1
 	grep -q "^resumed from $w/ck/$(printf 'step-%08d' "$RQ_STEP") at step $RQ_STEP\$" "$w/job.out" ||
 		fail "no 'resumed from $w/ck/step-N at step $RQ_STEP'" || return 1
-	note "torch $("$PYENV" -c 'import torch; print(torch.__version__)'), job $RQ_J (--time=1, GRACE 20 s): Slurm's SIGUSR1 ($RQ_NSIG of 6 ranks got it, the rest told) stopped all 6 at step $RQ_STEP, $RQ_SECS s after sbatch; DCP save step-N, requeued (Restarts=1), resumed at $RQ_STEP"
+	note "torch $("$PYENV" -c 'import torch; print(torch.__version__)'), job $RQ_J (--time=1, GRACE 20 s): Slurm's SIGUSR1 ($RQ_NSIG of 6 ranks logged it) stopped all 6 at step $RQ_STEP, $RQ_SECS s after sbatch; DCP save step-N, requeued (Restarts=1), resumed at $RQ_STEP"
 }
 
 # Signals at the wrong moment: during a save (twice) and during start-up
