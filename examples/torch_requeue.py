@@ -3,7 +3,9 @@
 all ranks at the same step when Slurm warns (--dpg-requeue=GRACE: SIGUSR1)
 or preempts (SIGTERM), saves with torch.distributed.checkpoint and exits 75
 (DPG_EXIT_REQUEUE), which etc/sbatch/torch-requeue.sbatch turns into a
-requeue; the next run's --resume goes on from the saved step.
+requeue; the next run's --resume goes on from the saved step.  Each rank
+logs why it stops on stderr: "rank R: got User defined signal 1: stopping at
+step N" (the signal it got), or "rank R: told by another rank: ...".
 
     PYTHON=/path/to/venv/bin/python sbatch -N3 --ntasks-per-node=2 \\
         --dpg-gpus-per-task=0 etc/sbatch/torch-requeue.sbatch --steps 2000
@@ -38,7 +40,7 @@ stop_flag = torch.zeros(1, dtype=torch.int32)  # set by the handler, nothing els
 
 
 def on_signal(signum, frame):
-    stop_flag.fill_(1)
+    stop_flag.fill_(signum)  # (non-zero: which signal, for the log)
 
 
 def stop_requested():
@@ -159,6 +161,11 @@ def main():
         if rank == 0 and (step + 1) % 100 == 0:
             print(f"step {step + 1}/{a.steps} loss {loss.item():.6f}", flush=True)
         if step + 1 < a.steps and stop_requested():
+            got = int(stop_flag.item())  # (0: only another rank was warned)
+            why = (f"got {signal.strsignal(got)}" if got
+                   else "told by another rank")
+            print(f"rank {rank}: {why}: stopping at step {step + 1}",
+                  file=sys.stderr, flush=True)
             if a.ckpt_dir:
                 msd, osd = get_state_dict(model, opt)
                 state = {"model": msd, "opt": osd, "step": torch.tensor([float(step + 1)])}

@@ -11,7 +11,8 @@
 # pending again.  Also: a real --time=1 limit; two USR1 while the job saves
 # and two during start-up (before dpg_init), with a bash and a dash wrapper;
 # examples/torch_requeue.py under etc/sbatch/torch-requeue.sbatch (its
-# atomic DCP layout checked); the plugstack default requeue=45.  Last
+# atomic DCP layout checked), warned by hand and by a real --time=1 limit;
+# the plugstack default requeue=45.  Last
 # (requeue_preempt_cases, once the allocation has gone): real preemption by
 # a job of a higher-tier partition, PreemptMode=REQUEUE and CANCEL.
 
@@ -139,36 +140,57 @@ c_requeue_signal() {
 # the template's "#SBATCH --dpg-requeue=120" loses).  slurmctld sends the
 # warning when GRACE + 30 s (its check period) reach the end, so between 10
 # and 40 s into the 60 s job; the job runs far more steps than it can finish.
-# Checked: the ranks got SIGUSR1 (not the limit's SIGTERM), saved the step,
-# the job was requeued (Restarts=1) and resumed there; then it is cancelled.
-c_requeue_timelimit() {
-	local w=$WORK/requeue-tl j t0 t1 step
+# rq_timelimit W NAME CHECK SCRIPT ARGS...: such a 6-rank job of
+# etc/sbatch/SCRIPT ARGS (CKPT=W/ck, output W/job.out; the caller's VAR=VAL
+# before it reach sbatch).  Checked: the ranks got SIGUSR1 (not the limit's
+# SIGTERM), all 6 exited 75, the step was saved ("CHECK W/ck STEP" once the
+# job is pending again), the job was requeued (Restarts=1) and resumed
+# there; then it is cancelled.  Sets RQ_J, RQ_STEP, RQ_NSIG (ranks that
+# logged the signal) and RQ_SECS (sbatch to "stopped at step", polled).
+rq_timelimit() {
+	local w=$1 name=$2 check=$3 script=$4 t0 t1
+	shift 4
 	rm -rf "$w"
 	mkdir -p "$w"
-	echo "\$ CKPT=$w/ck sbatch --time=1 --dpg-requeue=20 -N3 --ntasks-per-node=2 c-libdpg-requeue.sbatch train --steps 1000000 ..."
+	echo "\$ CKPT=$w/ck sbatch --time=1 --dpg-requeue=20 -N3 --ntasks-per-node=2 $script $*"
 	t0=$(e2e_now)
-	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable --time=1 --dpg-requeue=20 -N3 --ntasks-per-node=2 \
-		"${G[@]}" -o "$w/job.out" -J e2e-requeue-tl "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
-		"$E2E_TRAIN" --steps 1000000 --global-batch 48 --micro-batch 4 --log-every 500 --seed 5 2>&1) ||
-		{ echo "$j"; fail "sbatch failed"; return 1; }
-	echo "job $j"
-	rq_wait_line "$w/job.out" '^stopped at step' 75 || { show "$w/job.out"; fail "no stop before the time limit"; return 1; }
+	RQ_J=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable --time=1 --dpg-requeue=20 -N3 --ntasks-per-node=2 \
+		"${G[@]}" -o "$w/job.out" -J "$name" "$E2E_SRCDIR/etc/sbatch/$script" "$@" 2>&1) ||
+		{ echo "$RQ_J"; fail "sbatch failed"; return 1; }
+	echo "job $RQ_J"
+	rq_wait_line "$w/job.out" '^stopped at step' 75 ||
+		{ show "$w/job.out"; scancel "$RQ_J"; fail "no stop before the time limit"; return 1; }
 	t1=$(e2e_now)
-	rq_release "$j" 60 || { show "$w/job.out"; return 1; }
-	rq_wait_line "$w/job.out" '^resumed from' 60 || { show "$w/job.out"; fail "the requeued job did not resume"; return 1; }
-	scancel "$j"
+	RQ_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+	RQ_STEP=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
+	rq_requeued "$RQ_J" 60 || { show "$w/job.out"; scancel "$RQ_J"; return 1; }
+	echo "--- $w/ck after the save:"; ls -A "$w/ck"
+	"$check" "$w/ck" "$RQ_STEP" || { scancel "$RQ_J"; return 1; }
+	# (now: slurmd may still refuse the new credential as revoked)
+	scontrol update JobId="$RQ_J" StartTime=now+3 || { scancel "$RQ_J"; fail "cannot release job $RQ_J"; return 1; }
+	rq_wait_line "$w/job.out" '^resumed from' 60 ||
+		{ show "$w/job.out"; scancel "$RQ_J"; fail "the requeued job did not resume"; return 1; }
+	scancel "$RQ_J"
 	show "$w/job.out" "job output"
-	step=$(sed -n 's/^stopped at step \([0-9]*\):.*/\1/p' "$w/job.out")
 	sed '/^requeueing job/q' "$w/job.out" >"$w/run1.out"
-	grep -q 'got User defined signal 1: stopping at this step' "$w/run1.out" ||
-		fail "no rank got Slurm's warning (SIGUSR1)" || return 1
+	RQ_NSIG=$(grep -c 'got User defined signal 1: stopping at' "$w/run1.out")
+	[ "$RQ_NSIG" -ge 1 ] || fail "no rank got Slurm's warning (SIGUSR1)" || return 1
 	! grep -q 'got Terminated' "$w/run1.out" || fail "a rank got the time limit's SIGTERM first" || return 1
 	rq_all_75 "$w/run1.out" || return 1
-	grep -q "^saved step $step " "$w/job.out" || fail "step $step was not saved" || return 1
-	[ "$(rq_restarts "$j")" = 1 ] || fail "Restarts=$(rq_restarts "$j"), want 1" || return 1
-	grep -q "^resumed from .* at step $step (world 6)" "$w/job.out" ||
-		fail "no 'resumed from ... at step $step (world 6)'" || return 1
-	note "job $j (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks at step $step, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.0f", b-a}') s after sbatch; requeued, resumed at $step"
+	grep -q "^saved step $RQ_STEP " "$w/run1.out" || fail "step '$RQ_STEP' was not saved" || return 1
+	[ "$(rq_restarts "$RQ_J")" = 1 ] || fail "Restarts=$(rq_restarts "$RQ_J"), want 1" || return 1
+	grep -Eq "^resumed from .* at step $RQ_STEP( |\$)" "$w/job.out" ||
+		fail "no 'resumed from ... at step $RQ_STEP'" || return 1
+}
+
+rq_ckpt_ok6() { rq_ckpt_ok "$1" "$2" 6; }
+
+c_requeue_timelimit() {
+	rq_timelimit "$WORK/requeue-tl" e2e-requeue-tl rq_ckpt_ok6 c-libdpg-requeue.sbatch \
+		"$E2E_TRAIN" --steps 1000000 --global-batch 48 --micro-batch 4 --log-every 500 --seed 5 || return 1
+	grep -q "^resumed from .* at step $RQ_STEP (world 6)" "$WORK/requeue-tl/job.out" ||
+		fail "no 'resumed from ... at step $RQ_STEP (world 6)'" || return 1
+	note "job $RQ_J (--time=1, GRACE 20 s): Slurm's SIGUSR1 stopped all 6 ranks ($RQ_NSIG logged it) at step $RQ_STEP, $RQ_SECS s after sbatch; saved, requeued, resumed at $RQ_STEP"
 }
 
 # rq_urgent JOB OUT SLEEP_S: submit a job to partition urgent that needs the
@@ -426,6 +448,35 @@ c_requeue_torch() {
 	got=$(sed -n 's/^done: .* sha256 //p' "$w/job.out")
 	[ -n "$ref" ] && [ "$ref" = "$got" ] || fail "final parameters: sha256 $got, uninterrupted $ref" || return 1
 	note "torch $("$PYENV" -c 'import torch; print(torch.__version__)'): stopped at $step, requeued, resumed; sha256 ${got:0:12}... == uninterrupted"
+}
+
+# rq_dcp_ok6 DIR STEP: rq_dcp_ok, and all 6 ranks wrote their .distcp file
+rq_dcp_ok6() {
+	local n
+	rq_dcp_ok "$1" "$2" || return 1
+	n=$(find "$1/$(printf 'step-%08d' "$2")" -name '*.distcp' | wc -l)
+	[ "$n" = 6 ] || fail "$n .distcp files in step $2, want 6 (one per rank)" || return 1
+}
+
+# torch_requeue.py under a real time limit (rq_timelimit: sbatch --time=1
+# --dpg-requeue=20 on the command line, far more steps than a minute
+# allows): Slurm's own SIGUSR1, not the limit's SIGTERM; every rank logs
+# "rank R: got ...|told by another rank: stopping at step N" with the same
+# N, step-N is the DCP save latest names (6 .distcp files), requeued (Restarts=1), resumed at N.
+c_requeue_torch_timelimit() {
+	local w=$WORK/requeue-torch-tl n nr other
+	PYTHON=$PYENV TRAIN=$E2E_SRCDIR/examples/torch_requeue.py rq_timelimit "$w" e2e-requeue-torch-tl \
+		rq_dcp_ok6 torch-requeue.sbatch --steps 100000000 || return 1
+	n=$(grep -Ec "^rank [0-5]: (got [A-Za-z0-9 ]+|told by another rank): stopping at step $RQ_STEP\$" "$w/run1.out")
+	nr=$(grep -Eo '^rank [0-5]: .*: stopping at step ' "$w/run1.out" | cut -d: -f1 | sort -u | wc -l)
+	[ "$n" = 6 ] && [ "$nr" = 6 ] || fail "$n lines of $nr ranks say 'stopping at step $RQ_STEP', want all 6" || return 1
+	other=$(grep 'stopping at step' "$w/run1.out" | grep -v "stopping at step $RQ_STEP\$")
+	[ -z "$other" ] || fail "ranks stopped at another step: $other" || return 1
+	grep -q '^run 1 of job [0-9]*: from scratch$' "$w/job.out" && grep -q '^run 2 of job [0-9]*: --resume$' "$w/job.out" ||
+		fail "no 'run 1 ... from scratch' and 'run 2 ... --resume' lines from the template" || return 1
+	grep -q "^resumed from $w/ck/$(printf 'step-%08d' "$RQ_STEP") at step $RQ_STEP\$" "$w/job.out" ||
+		fail "no 'resumed from $w/ck/step-N at step $RQ_STEP'" || return 1
+	note "torch $("$PYENV" -c 'import torch; print(torch.__version__)'), job $RQ_J (--time=1, GRACE 20 s): Slurm's SIGUSR1 ($RQ_NSIG of 6 ranks logged it) stopped all 6 at step $RQ_STEP, $RQ_SECS s after sbatch; DCP save step-N, requeued (Restarts=1), resumed at $RQ_STEP"
 }
 
 # Signals at the wrong moment: during a save (twice) and during start-up
@@ -688,6 +739,8 @@ requeue_cases() {
 	if [ -n "$PYENV" ] && "$PYENV" -c 'import torch.distributed.checkpoint' 2>/dev/null; then
 		pcase "requeue: torch-requeue.sbatch, torch_requeue.py (DDP gloo, DCP) 6 ranks, USR1 mid-run: step-N renamed, latest flipped, requeued, resumed, params == uninterrupted" \
 			c_requeue_torch
+		pcase "requeue: torch-requeue.sbatch under sbatch --time=1 --dpg-requeue=20 (command line): Slurm's own SIGUSR1 stops all 6 torch ranks at one step before the limit, DCP-saved, requeued (Restarts=1), resumed" \
+			c_requeue_torch_timelimit
 	else
 		skip_case "requeue: torch_requeue.py" "no DPG_PYENV python with torch.distributed.checkpoint"
 	fi
