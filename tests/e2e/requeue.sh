@@ -97,15 +97,22 @@ rq_ref() {
 		{ show "$WORK/requeue-ref.out"; fail "the reference run failed"; }
 }
 
+# rq_sbatch_train NAME DIR: submit the 6-rank c-libdpg-requeue.sbatch job of
+# train RQ_A (checkpoints in DIR/ck, output DIR/job.out, final parameters
+# DIR/job.bin); prints the job id, or sbatch's error
+rq_sbatch_train() {
+	CKPT=$2/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$2/job.out" \
+		-J "$1" "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
+		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$2/job.bin" 2>&1
+}
+
 c_requeue_signal() {
 	local w=$WORK/requeue j t0 t1 step saved nstop
 	rm -rf "$w"
 	mkdir -p "$w"
 	rq_ref || return 1
 	echo "\$ CKPT=$w/ck sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch train ..."
-	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
-		-J e2e-requeue "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
-		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$w/job.bin" 2>&1) ||
+	j=$(rq_sbatch_train e2e-requeue "$w") ||
 		{ echo "$j"; fail "sbatch failed"; return 1; }
 	echo "job $j"
 	rq_wait_line "$w/job.out" '^step 100/' 120 || { show "$w/job.out"; fail "the job did not reach step 100"; return 1; }
@@ -232,9 +239,7 @@ c_requeue_preempt() {
 	scontrol show partition urgent | grep -E 'PartitionName|PriorityTier|PreemptMode' | sed 's/^ */  /' ||
 		{ fail "no partition urgent (minicluster PREEMPT_GRACE unset?)"; return 1; }
 	echo "\$ CKPT=$w/ck sbatch -N3 --ntasks-per-node=2 --dpg-gpus-per-task=0 c-libdpg-requeue.sbatch train ${RQ_A[*]}"
-	j=$(CKPT=$w/ck DPG_TIMEOUT=60 sbatch --parsable -N3 --ntasks-per-node=2 "${G[@]}" -o "$w/job.out" \
-		-J e2e-preempted "$E2E_SRCDIR/etc/sbatch/c-libdpg-requeue.sbatch" \
-		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$w/job.bin" 2>&1) ||
+	j=$(rq_sbatch_train e2e-preempted "$w") ||
 		{ echo "$j"; fail "sbatch failed"; return 1; }
 	echo "job $j"
 	rq_wait_line "$w/job.out" '^step 100/' 120 || { show "$w/job.out"; fail "the job did not reach step 100"; return 1; }

@@ -484,20 +484,27 @@ static void eng_load_in(struct dpg_cpu *p, const struct dpg_ring_job *j, struct 
 		dpg_shm_pipe_align(p->shm, false, e->i.wes);
 }
 
-/* Bytes of the current out step that may be sent: the stamp at once, step
- * t as far as in step t - dep has been processed (in elements). */
-static size_t out_limit(const struct dpg_ring_job *j, const struct eng *e)
+/* Bytes of a lane's current out step (ot, of o) that may be sent: the
+ * stamp at once, step ot as far as in step ot - dep (it, ioff bytes of i
+ * done) has been processed (in elements). */
+static size_t lane_limit(const struct dpg_ring_job *j, int ot, const struct step *o, int it,
+			 size_t ioff, const struct step *i)
 {
 	int need;
 
-	if (e->ot < 0 || (e->ot == 0 && j->out0_free))
-		return e->o.len;
-	need = e->ot - j->dep;
-	if (need < 0 || e->it > need)
-		return e->o.len;
-	if (e->it == need)
-		return e->ioff / e->i.wes * e->o.wes;
+	if (ot < 0 || (ot == 0 && j->out0_free))
+		return o->len;
+	need = ot - j->dep;
+	if (need < 0 || it > need)
+		return o->len;
+	if (it == need)
+		return ioff / i->wes * o->wes;
 	return 0;
+}
+
+static size_t out_limit(const struct dpg_ring_job *j, const struct eng *e)
+{
+	return lane_limit(j, e->ot, &e->o, e->it, e->ioff, &e->i);
 }
 
 /* ------------------------------------------------------------ two-way jobs
@@ -527,19 +534,10 @@ static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, 
 	s->len = t < 0 ? sizeof(p->bstamp) : j->count * j->es;
 }
 
-/* Bytes of the current backward out step that may go: as out_limit. */
+/* Bytes of the current backward out step that may go. */
 static size_t bwd_limit(const struct dpg_ring_job *j, const struct eng *e)
 {
-	int need;
-
-	if (e->bot < 0 || (e->bot == 0 && j->out0_free))
-		return e->bo.len;
-	need = e->bot - j->dep;
-	if (need < 0 || e->bit > need)
-		return e->bo.len;
-	if (e->bit == need)
-		return e->bioff / e->bi.wes * e->bo.wes;
-	return 0;
+	return lane_limit(j, e->bot, &e->bo, e->bit, e->bioff, &e->bi);
 }
 
 static int send_error_to(struct dpg_cpu *p, int peer, ssize_t w, int64_t deadline,
