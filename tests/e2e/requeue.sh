@@ -83,18 +83,25 @@ rq_ckpt_ok() {
 	[ -z "$left" ] || fail "leftovers of a save: $left" || return 1
 }
 
-# rq_ref: the uninterrupted reference run of RQ_A, once per e2e run: its
-# final parameters in $RQ_REF (inside the allocation while there is one)
-rq_ref() {
-	local in=()
-	RQ_REF=$WORK/requeue-ref.bin
-	[ -s "$RQ_REF" ] && return 0
+# rq_reference BIN NAME ARGS...: the uninterrupted 6-rank run of train ARGS,
+# once per e2e run: its final parameters in BIN, its output in NAME.out
+# under WORK (inside the allocation while there is one)
+rq_reference() {
+	local bin=$1 out=$WORK/$2.out in=()
+	shift 2
+	[ -s "$bin" ] && return 0
 	[ -z "${ALLOC:-}" ] || in=("${INALLOC[@]}")
-	echo "\$ srun -N3 --ntasks-per-node=2 train ${RQ_A[*]}   (the uninterrupted reference)"
+	echo "\$ srun -N3 --ntasks-per-node=2 train $*   (the uninterrupted reference)"
 	timeout 200 srun "${in[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=60 \
-		"$E2E_TRAIN" "${RQ_A[@]}" --print-params "$RQ_REF.part" >"$WORK/requeue-ref.out" 2>&1 &&
-		mv "$RQ_REF.part" "$RQ_REF" ||
-		{ show "$WORK/requeue-ref.out"; fail "the reference run failed"; }
+		"$E2E_TRAIN" "$@" --print-params "$bin.part" >"$out" 2>&1 &&
+		mv "$bin.part" "$bin" ||
+		{ show "$out"; fail "the reference run failed"; }
+}
+
+# rq_ref: the reference of RQ_A, its final parameters in $RQ_REF
+rq_ref() {
+	RQ_REF=$WORK/requeue-ref.bin
+	rq_reference "$RQ_REF" requeue-ref "${RQ_A[@]}"
 }
 
 # rq_sbatch_train NAME DIR: submit the 6-rank c-libdpg-requeue.sbatch job of
@@ -491,12 +498,7 @@ RQS_A=(--steps 200 --global-batch 48 --micro-batch 4 --log-every 25 --seed 7 --d
 
 rq_short_ref() {
 	RQS_REF=$WORK/requeue-short-ref.bin
-	[ -s "$RQS_REF" ] && return 0
-	echo "\$ srun -N3 --ntasks-per-node=2 train ${RQS_A[*]}   (the uninterrupted reference)"
-	timeout 200 srun "${INALLOC[@]}" -N3 --ntasks-per-node=2 "${G[@]}" env DPG_TIMEOUT=60 \
-		"$E2E_TRAIN" "${RQS_A[@]}" --print-params "$RQS_REF.part" >"$WORK/requeue-short-ref.out" 2>&1 &&
-		mv "$RQS_REF.part" "$RQS_REF" ||
-		{ show "$WORK/requeue-short-ref.out"; fail "the reference run failed"; }
+	rq_reference "$RQS_REF" requeue-short-ref "${RQS_A[@]}"
 }
 
 # rq_steps_complete DIR LAST: DIR holds step-1 .. step-LAST (--save-every 1),
