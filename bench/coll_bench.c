@@ -40,7 +40,9 @@
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-d f32|bf16] [-W MS] [-P] [-T]
+ *          [-s SLOT_BYTES] [-S auto|on|off] [-d f32|bf16] [-W MS] [-P] [-T]
+ *   -S: stream the shm copies into the slots always / never (default auto:
+ *   while cache lines are slow to pass between the CPUs, see shm_direct.c)
  *   -T: keep the record of each call as the public API does (track.h: the
  *   clock reads and the seqlock of coll.c's coll_run), to measure its cost
  *   OPS: comma list of allreduce,reduce_scatter,allgather,bcast
@@ -87,6 +89,7 @@ struct opts {
 	bool on[OP_N];
 	const char *label;
 	size_t slot;
+	unsigned stream;	/* -S on|off: DPG_CPU_STREAM / _NO_STREAM (auto: 0) */
 	bool pin;
 	int wait_ms;		/* -W: the late peer's delay (0: off) */
 	dpg_dtype_t dt;
@@ -390,7 +393,7 @@ static int rank_main(int rank, const struct opts *o)
 	co.host = "127.0.0.1";
 	co.node = node;
 	co.timeout_s = 120;
-	co.flags = strcmp(o->mode, "ring") == 0 ? DPG_CPU_RING : 0;
+	co.flags = (strcmp(o->mode, "ring") == 0 ? DPG_CPU_RING : 0) | o->stream;
 	co.shm_slot_bytes = o->slot;
 	if (dpg_cpu_comm_init(&c, &co, &err) != 0)
 		die(rank, "init", &err);
@@ -492,7 +495,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
-		"[-l LABEL] [-s SLOT_BYTES] [-d f32|bf16] [-W MS] [-P] [-T]\n");
+		"[-l LABEL] [-s SLOT_BYTES] [-S auto|on|off] [-d f32|bf16] [-W MS] [-P] [-T]\n");
 	exit(2);
 }
 
@@ -545,6 +548,10 @@ int main(int argc, char **argv)
 			o.wait_ms = atoi(v);
 		else if (strcmp(a, "-s") == 0)
 			o.slot = strtoull(v, NULL, 0);
+		else if (strcmp(a, "-S") == 0 && (strcmp(v, "auto") == 0 || strcmp(v, "on") == 0 ||
+						   strcmp(v, "off") == 0))
+			o.stream = strcmp(v, "on") == 0 ? DPG_CPU_STREAM
+				 : strcmp(v, "off") == 0 ? DPG_CPU_NO_STREAM : 0;
 		else if (strcmp(a, "-d") == 0 && (strcmp(v, "f32") == 0 || strcmp(v, "bf16") == 0))
 			o.dt = strcmp(v, "bf16") == 0 ? DPG_BF16 : DPG_F32;
 		else if (strcmp(a, "-c") == 0) {

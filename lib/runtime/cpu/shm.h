@@ -89,6 +89,10 @@ struct dpg_shm_cfg {
 					 * -1: guess from this process's CPUs */
 	size_t slot_bytes;		/* direct: bytes per slot (0 = default) */
 	int nsets;			/* direct: pipeline depth (0 = default) */
+	int stream;			/* direct: copies into the slots with
+					 * non-temporal stores: 1 always, -1
+					 * never, 0 when lines are slow to pass
+					 * between the local CPUs (shm_impl.h) */
 	size_t pipe_bytes;		/* pipes: bytes per pipe (0 = default) */
 	int pipe_to;			/* pipes: local index I write to, or -1 */
 	int pipe_from;			/* pipes: local index I read from, or -1 */
@@ -142,6 +146,9 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *buf, size_t count, dpg_dtype_t dt
 		      int root, const struct dpg_shm_wait *w, struct dpg_err *err);
 int dpg_shm_barrier(struct dpg_shm *s, const struct dpg_shm_wait *w,
 		    struct dpg_err *err);
+/* This rank's estimate of a cache-line handoff between local ranks, in ns
+ * (0: no sample yet); the largest over the ranks decides streaming. */
+int dpg_shm_handoff_ns(const struct dpg_shm *s);
 
 /* Pipes mode.  At the start of every collective both ends call
  * dpg_shm_pipe_begin (aligns the pipe positions to 8 bytes so that elements

@@ -24,6 +24,16 @@
  * then never overwrites lines its peers still cache (on a 2-vCPU AMD EPYC
  * VM each such line cost an invalidation: 6-8 GB/s against 33 GB/s).  Copies into the user's buffer use non-temporal stores from 8
  * MiB up (no read-for-ownership; the buffer would not stay cached anyway).
+ * Streaming: while lines are slow to pass between the local CPUs (a VM
+ * whose host placed its vCPUs apart: 1.4-2.3 GB/s through a slot, against
+ * 8-33 GB/s otherwise), the copies into the slots of calls from 64 KiB use
+ * non-temporal stores, so that readers fetch the data from memory instead
+ * of another CPU's cache (11 GB/s then); the allreduce then reduces its
+ * slice into recv and streams it into its slot.  The writer alone decides,
+ * from every rank's estimate of the handoff latency, which each rank
+ * samples in the waits of large calls: the time from a peer's publish
+ * (stamped beside its counter) to seeing it, when the wait had begun before
+ * it and spun.  What a reader reads does not depend on the choice.
  * The stage counters are monotonic over the communicator's life, so every
  * rank derives the same stage numbers without extra synchronization.
  * Stamps: a collective's first stage g0 also carries each rank's stamp in a
@@ -55,6 +65,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "handoff.h"
 #include "net.h"
 #include "reduce.h"
 #include "store.h"
@@ -113,6 +124,82 @@ static void copy_fence(bool nt)
 static char *slot(struct dpg_shm *s, uint64_t g, int q)
 {
 	return s->data + ((size_t)(g % (uint64_t)s->K) * (size_t)s->n + (size_t)q) * s->S;
+}
+
+/* ------------------------------------------------ streaming and handoffs */
+
+/* Whether this call's copies into the slots stream (see the top): every
+ * SHM_EXPLORE-th large call does not, so that the handoffs are sampled
+ * again (streaming raises them: 250-750 ns against 70-160 ns on the fast
+ * host above); the ranks count the same calls, so all of them explore in
+ * the same one. */
+static bool stream_in(struct dpg_shm *s, size_t bytes)
+{
+	int q;
+
+	if (s->stream != 0)
+		return s->stream > 0;
+	if (bytes < SHM_STREAM_BYTES || s->large++ % SHM_EXPLORE == 0)
+		return false;
+	for (q = 0; q < s->n; q++)
+		if (atomic_load_explicit(&s->ctl[q].handoff_ns, memory_order_relaxed) >=
+		    SHM_SLOW_HANDOFF_NS)
+			return true;
+	return false;
+}
+
+/* Publish stage g's in; stamped with the time in a large call whose data
+ * did not stream (the only ones sampled). */
+static void publish_in(struct dpg_shm *s, uint64_t g, bool timed)
+{
+	struct shm_ctl *me = &s->ctl[s->me];
+
+	if (timed)
+		atomic_store_explicit(&me->t_in, dpg_now_ns(), memory_order_relaxed);
+	shm_publish(s, &me->in, g + 1);
+}
+
+/* A wait for peers' in, timed: the latest stamp among them (only peer
+ * `one`, when >= 0) is a handoff sample when it falls after the wait began
+ * and the wait ended within its spin. */
+struct probe {
+	bool on;
+	int64_t t0;
+};
+
+static void probe_begin(const struct dpg_shm *s, struct probe *p, bool timed)
+{
+	p->on = timed && !s->oversub;
+	p->t0 = p->on ? dpg_now_ns() : 0;
+}
+
+static void probe_end(struct dpg_shm *s, const struct probe *p, int one, int rc)
+{
+	int64_t t1, tp = 0, v;
+	int q;
+
+	if (!p->on || rc != 0)
+		return;
+	t1 = dpg_now_ns();
+	if (t1 - p->t0 >= SHM_SPIN_NS)
+		return;
+	for (q = 0; q < s->n; q++) {
+		if (q == s->me || (one >= 0 && q != one))
+			continue;
+		v = atomic_load_explicit(&s->ctl[q].t_in, memory_order_relaxed);
+		if (v > tp)
+			tp = v;
+	}
+	if (tp <= p->t0)
+		return;
+	dpg_handoff_note(&s->handoff, t1 - tp);
+	atomic_store_explicit(&s->ctl[s->me].handoff_ns, dpg_handoff_ns(&s->handoff),
+			      memory_order_relaxed);
+}
+
+int dpg_shm_handoff_ns(const struct dpg_shm *s)
+{
+	return dpg_handoff_ns(&s->handoff);
 }
 
 /* Bytes per stage of a copy collective (all_gather, broadcast) that moves
@@ -294,20 +381,61 @@ static void ar_geom(const struct dpg_shm *s, size_t k, size_t E, size_t count, s
 	st->hi = st->lo + st->sl < st->m ? st->lo + st->sl : st->m;
 }
 
+/* How a call moves data: streamed into the slots (nt_in); its publishes
+ * stamped (timed); its waits for the peers' data sampled (probe). */
+struct xfer {
+	bool nt_in, timed, probe;
+};
+
+static struct xfer xfer_for(struct dpg_shm *s, size_t bytes)
+{
+	struct xfer x;
+
+	x.nt_in = stream_in(s, bytes);
+	x.probe = bytes >= SHM_STREAM_BYTES;
+	x.timed = x.probe && !x.nt_in;
+	return x;
+}
+
 /* Copy stage g's chunk, all but my own slice, into my slot; publish in. */
 static int ar_copy_in(struct dpg_shm *s, uint64_t g, const struct ar_stage *st,
-		      const char *send, size_t es, const struct dpg_shm_wait *w,
-		      struct dpg_err *err)
+		      const char *send, size_t es, struct xfer x,
+		      const struct dpg_shm_wait *w, struct dpg_err *err)
 {
 	char *mine = slot(s, g, s->me);
 	int rc = wait_set_free(s, g, w, err);
 
 	if (rc != 0)
 		return rc;
-	memcpy(mine, send + st->c0 * es, st->lo * es);
-	memcpy(mine + st->hi * es, send + (st->c0 + st->hi) * es, (st->m - st->hi) * es);
-	shm_publish(s, &s->ctl[s->me].in, g + 1);
+	copy_out(mine, send + st->c0 * es, st->lo * es, x.nt_in);
+	copy_out(mine + st->hi * es, send + (st->c0 + st->hi) * es, (st->m - st->hi) * es,
+		 x.nt_in);
+	copy_fence(x.nt_in);
+	publish_in(s, g, x.timed);
 	return 0;
+}
+
+/* My slice of stage g, reduced out of everyone's slot (my own part from
+ * send) into my slot; streaming, into recv first, then streamed into the
+ * slot (recv's slice is then final). */
+static void ar_reduce(struct dpg_shm *s, uint64_t g, const struct ar_stage *st,
+		      const char *send, char *recv, size_t es, dpg_dtype_t dt, dpg_op_t op,
+		      struct xfer x)
+{
+	char *mine = slot(s, g, s->me) + st->lo * es;
+	char *dst = x.nt_in ? recv + (st->c0 + st->lo) * es : mine;
+	int q;
+
+	if (st->hi <= st->lo)
+		return;
+	for (q = 0; q < s->n; q++)
+		s->srcs[q] = q == s->me ? (const void *)(send + (st->c0 + st->lo) * es)
+			: slot(s, g, q) + st->lo * es;
+	dpg_reduce_n(dst, s->srcs, s->n, st->hi - st->lo, dt, op, s->n);
+	if (x.nt_in) {
+		copy_out(mine, dst, (st->hi - st->lo) * es, true);
+		copy_fence(true);
+	}
 }
 
 int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t count,
@@ -320,6 +448,8 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 	int n = s->n, me = s->me, q, rc;
 	bool nt = count * es >= SHM_NT_BYTES;
 	struct ar_stage st, nx = { 0, 0, 0, 0, 0 };
+	struct xfer x;
+	struct probe pb;
 	uint64_t g0;
 
 	if (count == 0)
@@ -330,43 +460,39 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 	N = (count + E - 1) / E;
 	g0 = s->g;
 	s->g += N;
+	x = xfer_for(s, count * es);
 	ar_geom(s, 0, E, count, es, &st);
 	rc = stamp_put(s, g0, w, err);
 	if (rc == 0)
-		rc = ar_copy_in(s, g0, &st, send, es, w, err);
+		rc = ar_copy_in(s, g0, &st, send, es, x, w, err);
 	if (rc != 0)
 		return rc;
 	for (k = 0; k < N; k++) {
 		uint64_t g = g0 + k;
-		char *mine = slot(s, g, me);
 
+		probe_begin(s, &pb, x.probe);
 		rc = k == 0 ? wait_stamped(s, g, w, err) : shm_wait_all(s, W_IN, g + 1, w, err);
+		probe_end(s, &pb, -1, rc);
 		if (rc != 0)
 			return rc;
-		/* my slice, reduced out of everyone's slot, into my slot */
-		if (st.hi > st.lo) {
-			for (q = 0; q < n; q++)
-				s->srcs[q] = q == me ? (const void *)(send + (st.c0 + st.lo) * es)
-					: slot(s, g, q) + st.lo * es;
-			dpg_reduce_n(mine + st.lo * es, s->srcs, n, st.hi - st.lo, dt, op, n);
-		}
+		ar_reduce(s, g, &st, send, recv, es, dt, op, x);
 		shm_publish(s, &s->ctl[me].red, g + 1);
 		/* while the others reduce: the next stage's copy-in */
 		if (k + 1 < N) {
 			ar_geom(s, k + 1, E, count, es, &nx);
-			rc = ar_copy_in(s, g + 1, &nx, send, es, w, err);
+			rc = ar_copy_in(s, g + 1, &nx, send, es, x, w, err);
 			if (rc != 0)
 				return rc;
 		}
 		rc = shm_wait_all(s, W_RED, g + 1, w, err);
 		if (rc != 0)
 			return rc;
-		/* every slice from its owner's slot */
+		/* every slice from its owner's slot (streamed: mine is in recv) */
 		for (q = 0; q < n; q++) {
 			size_t qlo = (size_t)q * st.sl < st.m ? (size_t)q * st.sl : st.m;
 			size_t qhi = qlo + st.sl < st.m ? qlo + st.sl : st.m;
 
-			if (qhi > qlo)
+			if (qhi > qlo && !(q == me && x.nt_in))
 				copy_out(recv + (st.c0 + qlo) * es, slot(s, g, q) + qlo * es,
 					 (qhi - qlo) * es, nt);
 		}
@@ -380,7 +506,7 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 /* reduce_scatter stage g covers elements [o, o + m) of every block; my
  * slot holds the other ranks' blocks' pieces at q * E. */
 static int rs_copy_in(struct dpg_shm *s, uint64_t g, size_t o, size_t m, size_t E,
-		      const char *send, size_t rc_count, size_t es,
+		      const char *send, size_t rc_count, size_t es, struct xfer x,
 		      const struct dpg_shm_wait *w, struct dpg_err *err)
 {
 	char *mine = slot(s, g, s->me);
@@ -390,9 +516,10 @@ static int rs_copy_in(struct dpg_shm *s, uint64_t g, size_t o, size_t m, size_t 
 		return rc;
 	for (q = 0; q < s->n; q++)
 		if (q != s->me)
-			memcpy(mine + (size_t)q * E * es, send + ((size_t)q * rc_count + o) * es,
-			       m * es);
-	shm_publish(s, &s->ctl[s->me].in, g + 1);
+			copy_out(mine + (size_t)q * E * es,
+				 send + ((size_t)q * rc_count + o) * es, m * es, x.nt_in);
+	copy_fence(x.nt_in);
+	publish_in(s, g, x.timed);
 	return 0;
 }
 
@@ -404,6 +531,8 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 	char *recv = recvv;
 	size_t es = dpg_dtype_size(dt), E, k, N, line = SHM_CL / es;
 	int n = s->n, me = s->me, q, rc;
+	struct xfer x = xfer_for(s, rc_count * es * (size_t)s->n);
+	struct probe pb;
 	uint64_t g0;
 
 	if (rc_count == 0)
@@ -417,8 +546,8 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 	s->g += N;
 	rc = stamp_put(s, g0, w, err);
 	if (rc == 0)
-		rc = rs_copy_in(s, g0, 0, rc_count < E ? rc_count : E, E, send, rc_count, es, w,
-				err);
+		rc = rs_copy_in(s, g0, 0, rc_count < E ? rc_count : E, E, send, rc_count, es, x,
+				w, err);
 	if (rc != 0)
 		return rc;
 	for (k = 0; k < N; k++) {
@@ -428,11 +557,13 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 		if (k + 1 < N) {	/* run one stage ahead */
 			size_t o2 = o + E, m2 = rc_count - o2 < E ? rc_count - o2 : E;
 
-			rc = rs_copy_in(s, g + 1, o2, m2, E, send, rc_count, es, w, err);
+			rc = rs_copy_in(s, g + 1, o2, m2, E, send, rc_count, es, x, w, err);
 			if (rc != 0)
 				return rc;
 		}
+		probe_begin(s, &pb, x.probe);
 		rc = k == 0 ? wait_stamped(s, g, w, err) : shm_wait_all(s, W_IN, g + 1, w, err);
+		probe_end(s, &pb, -1, rc);
 		if (rc != 0)
 			return rc;
 		for (q = 0; q < n; q++)
@@ -457,6 +588,8 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 	 * overlaps the others' blocks (then from our slot, once they are out) */
 	bool own_direct = send == mine || send + sc * es <= recv ||
 			  send >= recv + (size_t)n * sc * es;
+	struct xfer x = xfer_for(s, sc * es * (size_t)n);
+	struct probe pb;
 	uint64_t g0;
 
 	if (sc == 0)
@@ -475,8 +608,9 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 			rc = wait_set_free(s, g0 + k, w, err);
 			if (rc != 0)
 				return rc;
-			memcpy(chunk_slot(s, g0 + k, me, C), send + o * es, m * es);
-			shm_publish(s, &s->ctl[me].in, g0 + k + 1);
+			copy_out(chunk_slot(s, g0 + k, me, C), send + o * es, m * es, x.nt_in);
+			copy_fence(x.nt_in);
+			publish_in(s, g0 + k, x.timed);
 			/* while the peers copy in */
 			if (own_direct && send != mine)
 				copy_out(mine + o * es, send + o * es, m * es, nt);
@@ -485,7 +619,9 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 			uint64_t g = g0 + k - 1;
 			size_t o = (k - 1) * E, m = sc - o < E ? sc - o : E;
 
+			probe_begin(s, &pb, x.probe);
 			rc = k == 1 ? wait_stamped(s, g, w, err) : shm_wait_all(s, W_IN, g + 1, w, err);
+			probe_end(s, &pb, -1, rc);
 			if (rc != 0)
 				return rc;
 			for (q = 0; q < n; q++)
@@ -503,7 +639,8 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
  * the first stage wait for every rank to arrive and compare.  Its out is
  * published once at the end (no rank waits for it within the call). */
 static int bcast_root(struct dpg_shm *s, const char *buf, size_t count, size_t E, size_t es,
-		      uint64_t g0, const struct dpg_shm_wait *w, struct dpg_err *err)
+		      uint64_t g0, struct xfer x, const struct dpg_shm_wait *w,
+		      struct dpg_err *err)
 {
 	size_t C = E * es;
 	size_t o;
@@ -516,8 +653,9 @@ static int bcast_root(struct dpg_shm *s, const char *buf, size_t count, size_t E
 		rc = wait_set_free(s, g, w, err);
 		if (rc != 0)
 			return rc;
-		memcpy(chunk_slot(s, g, s->me, C), buf + o * es, m * es);
-		shm_publish(s, &s->ctl[s->me].in, g + 1);
+		copy_out(chunk_slot(s, g, s->me, C), buf + o * es, m * es, x.nt_in);
+		copy_fence(x.nt_in);
+		publish_in(s, g, x.timed);
 		if (g == g0 && w->stamp != NULL && (rc = wait_stamped(s, g0, w, err)) != 0)
 			return rc;
 	}
@@ -532,14 +670,17 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 	size_t es = dpg_dtype_size(dt), C = copy_chunk(s, count * es), E = C / es, o;
 	bool nt = count * es >= SHM_NT_BYTES;
 	uint64_t g0 = s->g, g;
+	struct xfer x;
+	struct probe pb;
 	int rc;
 
 	if (count == 0)
 		return 0;
+	x = xfer_for(s, count * es);
 	s->g += (count + E - 1) / E;
 	rc = stamp_put(s, g0, w, err);
 	if (rc == 0 && s->me == root)
-		rc = bcast_root(s, buf, count, E, es, g0, w, err);
+		rc = bcast_root(s, buf, count, E, es, g0, x, w, err);
 	if (rc == 0 && s->me != root && w->stamp != NULL) {
 		/* announce our stamp; every rank compares with every other */
 		shm_publish(s, &s->ctl[s->me].in, g0 + 1);
@@ -549,7 +690,9 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 		size_t m = count - o < E ? count - o : E;
 		struct wcond c = { .kind = W_ONE_IN, .v = g + 1, .q = root };
 
+		probe_begin(s, &pb, x.probe);
 		rc = shm_wait(s, &c, w, 0, err);
+		probe_end(s, &pb, root, rc);
 		if (rc == 0) {
 			copy_out(buf + o * es, chunk_slot(s, g, root, C), m * es, nt);
 			publish_done(s, g);

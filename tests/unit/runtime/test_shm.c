@@ -5,7 +5,8 @@
  * segment, mismatched settings, the pipes, the failure word, dpg_fail_format
  * and a dead or absent local rank noticed in bounded time; a corrupt failure
  * word, a full /dev/shm (a 1 MiB tmpfs in a private mount namespace) and
- * SIGTERM right after attaching (issue 17, item 8).
+ * SIGTERM right after attaching (issue 17, item 8); the streamed copies into
+ * the slots and the handoff estimate that chooses them (issue 16).
  *
  * Rank processes are forked per test and meet through a real rendezvous
  * store, served by a forked process.  Children report through their exit
@@ -37,6 +38,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "handoff.h"
 #include "net.h"
 #include "shm.h"
 #include "store.h"
@@ -477,6 +479,158 @@ static void test_split_copies(void **state)
 	(void)state;
 	run_ranks(2, split_rank, 60);
 	run_ranks(3, split_rank, 60);
+}
+
+/* Streamed copies into the slots (forced on: what a host whose CPUs pass
+ * lines slowly gets from 64 KiB up): the copy collectives as above, then
+ * allreduce (which then reduces into recv and streams its slice into the
+ * slot) and reduce_scatter, in place and not, sums checked exactly. */
+static float ar_val(int q, int call, size_t i)
+{
+	return (float)((q + 1) * (int)((i + (size_t)call) % 1009));
+}
+
+static int stream_reduce_rank(struct rk *r)
+{
+	static const size_t counts[] = { 4097, 65537, 300001, 1 << 20 };
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(20000, NULL);
+	struct dpg_shm *s = NULL;
+	size_t big = (size_t)r->n << 20, i, k;
+	float *a = malloc(big * sizeof(float)), *b = malloc(big * sizeof(float));
+	float tri = (float)(r->n * (r->n + 1) / 2);
+	int call = 0, q, rc = 0;
+
+	CHK(a != NULL && b != NULL, "out of memory");
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	for (k = 0; k < sizeof(counts) / sizeof(counts[0]) && rc == 0; k++) {
+		size_t c = counts[k];
+
+		for (int inplace = 0; inplace < 2; inplace++) {
+			float *out = inplace ? a : b;
+
+			call++;
+			for (i = 0; i < c; i++)
+				a[i] = ar_val(r->rank, call, i);
+			CHK(dpg_shm_allreduce(s, a, out, c, DPG_F32, DPG_SUM, &w, &err) == 0,
+			    "allreduce %zu: %s", c, err.msg);
+			for (i = 0; i < c; i++)
+				CHK(out[i] == tri * ar_val(0, call, i), "allreduce %zu%s [%zu] = %g",
+				    c, inplace ? " in place" : "", i, out[i]);
+			call++;
+			for (q = 0; q < r->n; q++)
+				for (i = 0; i < c; i++)
+					a[(size_t)q * c + i] = ar_val(r->rank, call, (size_t)q * c + i);
+			out = inplace ? a + (size_t)r->rank * c : b;
+			CHK(dpg_shm_reduce_scatter(s, a, out, c, DPG_F32, DPG_SUM, &w, &err) == 0,
+			    "reduce_scatter %zu: %s", c, err.msg);
+			for (i = 0; i < c; i++)
+				CHK(out[i] == tri * ar_val(0, call, (size_t)r->rank * c + i),
+				    "reduce_scatter %zu%s [%zu] = %g", c, inplace ? " in place" : "",
+				    i, out[i]);
+		}
+	}
+	dpg_shm_close(s);
+	free(a);
+	free(b);
+	return rc;
+}
+
+static int stream_rank(struct rk *r)
+{
+	r->cfg.stream = 1;
+	if (split_rank(r) != 0)
+		return 1;
+	snprintf(r->key, sizeof(r->key), "t%d/seg2", r->seq);	/* a new segment */
+	r->cfg.key = r->key;
+	return stream_reduce_rank(r);
+}
+
+static void test_stream_copies(void **state)
+{
+	(void)state;
+	run_ranks(2, stream_rank, 90);
+	run_ranks(3, stream_rank, 90);
+}
+
+/* The handoff estimate: the median of the last 8 samples (the lower middle
+ * of an even count), clamped; one outlier moves it by one rank at most, and
+ * it crosses SHM's threshold only once 5 of 8 samples are slow. */
+static void test_handoff_median(void **state)
+{
+	struct dpg_handoff h;
+	int i;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(dpg_handoff_ns(&h), 0);
+	dpg_handoff_note(&h, 90);
+	assert_int_equal(dpg_handoff_ns(&h), 90);
+	dpg_handoff_note(&h, 70);
+	assert_int_equal(dpg_handoff_ns(&h), 70);
+	dpg_handoff_note(&h, 5000000);		/* a preempted publisher */
+	assert_int_equal(dpg_handoff_ns(&h), 90);
+	assert_int_equal(h.ns[2], DPG_HANDOFF_MAX_NS);
+	dpg_handoff_note(&h, -3);		/* clocks a hair apart */
+	assert_int_equal(h.ns[3], 0);
+	assert_int_equal(dpg_handoff_ns(&h), 70);
+	for (i = 0; i < 8; i++)
+		dpg_handoff_note(&h, 100);
+	assert_int_equal(dpg_handoff_ns(&h), 100);
+	for (i = 0; i < 4; i++)
+		dpg_handoff_note(&h, 500);
+	assert_int_equal(dpg_handoff_ns(&h), 100);	/* 4 of 8 slow: still fast */
+	dpg_handoff_note(&h, 500);
+	assert_int_equal(dpg_handoff_ns(&h), 500);	/* 5 of 8 */
+	for (i = 0; i < 5; i++)
+		dpg_handoff_note(&h, 80);
+	assert_int_equal(dpg_handoff_ns(&h), 80);	/* the oldest dropped */
+}
+
+/* In the default (automatic) mode, the waits of large calls sample the
+ * handoffs: within a few hundred 1 MiB broadcasts every receiver has a
+ * sample (a wait that began before the root's publish and ended within its
+ * spin); the data is right whatever the estimate chooses. */
+static int sample_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(20000, NULL);
+	struct dpg_shm *s = NULL;
+	size_t c = 1 << 18, i;
+	float *a = malloc(c * sizeof(float)), flag[1];
+	int call, root = 0;
+
+	CHK(a != NULL, "out of memory");
+	r->cfg.oversub = 0;
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	CHK(dpg_shm_handoff_ns(s) == 0, "an estimate before any call");
+	for (call = 1; call <= 2000; call++) {
+		for (i = 0; i < c; i++)
+			a[i] = r->rank == root ? (float)(i % 4099 + (size_t)call) : -1.0f;
+		CHK(dpg_shm_broadcast(s, a, c, DPG_F32, root, &w, &err) == 0, "bcast: %s",
+		    err.msg);
+		for (i = 0; i < c; i++)
+			CHK(a[i] == (float)(i % 4099 + (size_t)call), "bcast %d [%zu]", call, i);
+		if (call % 10 != 0)
+			continue;
+		/* done when every receiver has a sample */
+		flag[0] = r->rank != root && dpg_shm_handoff_ns(s) == 0 ? 1.0f : 0.0f;
+		CHK(dpg_shm_allreduce(s, flag, flag, 1, DPG_F32, DPG_SUM, &w, &err) == 0,
+		    "allreduce: %s", err.msg);
+		if (flag[0] == 0.0f)
+			break;
+	}
+	CHK(r->rank == root || dpg_shm_handoff_ns(s) > 0,
+	    "no handoff sampled in %d broadcasts of 1 MiB", call);
+	dpg_shm_close(s);
+	free(a);
+	return 0;
+}
+
+static void test_handoff_sampled(void **state)
+{
+	(void)state;
+	run_ranks(2, sample_rank, 120);
 }
 
 /* The creator closes without an explicit unlink: the name goes too. */
@@ -1052,6 +1206,9 @@ int main(void)
 		cmocka_unit_test(test_mismatch),
 		cmocka_unit_test(test_pipes),
 		cmocka_unit_test(test_split_copies),
+		cmocka_unit_test(test_stream_copies),
+		cmocka_unit_test(test_handoff_median),
+		cmocka_unit_test(test_handoff_sampled),
 		cmocka_unit_test(test_failure_word),
 		cmocka_unit_test(test_dead_rank),
 		cmocka_unit_test(test_absent_rank),
