@@ -37,12 +37,13 @@
  * memory, not the writer's cache) in calls of at least STREAM_BYTES when
  * a line written by one local rank takes SLOW_HANDOFF_NS or more to reach
  * another (the median of the last samples, any rank's).  Measured on a
- * 2-vCPU AMD EPYC VM whose host moves the vCPUs: 40-115 ns round trips
- * while they share a cache, and then a copy through a slot runs at 8-13
- * GB/s; 500 ns when they do not, and then 1.4-2.3 GB/s, against 11 GB/s
- * for streamed copies (which cost 13 against 22 GB/s in the fast case). */
+ * 2-vCPU AMD EPYC VM whose host moves the vCPUs (2026-11-27): round trips
+ * of 40-135 ns, handoff estimates of 20-155 ns, and copies through a slot
+ * at 10-33 GB/s (streamed: 7-23) while the vCPUs share a cache; round trips
+ * of 470-520 ns, estimates of 255-750 ns, and copies through a slot at
+ * 1.9-4.3 GB/s (streamed: 8-23) when they do not. */
 #define SHM_STREAM_BYTES (64u << 10)
-#define SHM_SLOW_HANDOFF_NS 250
+#define SHM_SLOW_HANDOFF_NS 200
 /* While streaming, every this many large calls copy normally (sampled). */
 #define SHM_EXPLORE 64
 /* all_gather / broadcast stages: a quarter of the call, at least this */
