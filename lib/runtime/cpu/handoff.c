@@ -16,16 +16,14 @@ void dpg_handoff_note(struct dpg_handoff *h, int64_t ns)
 int32_t dpg_handoff_ns(const struct dpg_handoff *h)
 {
 	int32_t v[DPG_HANDOFF_SAMPLES];
-	unsigned k = h->n < DPG_HANDOFF_SAMPLES ? h->n : DPG_HANDOFF_SAMPLES, i, j;
+	unsigned i, j;
 
-	if (k == 0)
-		return 0;
-	for (i = 0; i < k; i++) {	/* insertion sort of at most 8 */
-		int32_t x = h->ns[i];
+	for (i = 0; i < DPG_HANDOFF_SAMPLES; i++) {	/* insertion sort of 8 */
+		int32_t x = i < h->n ? h->ns[i] : 0;
 
 		for (j = i; j > 0 && v[j - 1] > x; j--)
 			v[j] = v[j - 1];
 		v[j] = x;
 	}
-	return v[(k - 1) / 2];
+	return v[(DPG_HANDOFF_SAMPLES - 1) / 2];
 }

@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 /* Samples kept: the median of 8 moves only when 5 of them agree, so one
- * rank preempted mid-publish (a huge sample) does not flip it. */
+ * rank preempted mid-publish (a huge sample) does not flip it; slots not
+ * yet filled count as 0, so neither do the first few samples alone. */
 #define DPG_HANDOFF_SAMPLES 8
 /* Longer samples are clamped to this (they mean "slow", not how slow). */
 #define DPG_HANDOFF_MAX_NS 100000
@@ -20,8 +21,8 @@ struct dpg_handoff {
 /* Keep one sample (negative ones as 0), dropping the oldest. */
 void dpg_handoff_note(struct dpg_handoff *h, int64_t ns);
 
-/* The median of the samples kept (the lower middle of an even number);
- * 0 before the first. */
+/* The median of the 8 samples kept, 0 for each not yet taken (the lower
+ * middle: 0 until 5 samples). */
 int32_t dpg_handoff_ns(const struct dpg_handoff *h);
 
 #endif

@@ -28,12 +28,13 @@
  * whose host placed its vCPUs apart: 1.4-2.3 GB/s through a slot, against
  * 8-33 GB/s otherwise), the copies into the slots of calls from 64 KiB use
  * non-temporal stores, so that readers fetch the data from memory instead
- * of another CPU's cache (11 GB/s then); the allreduce then reduces its
+ * of another CPU's cache (8-23 GB/s then); the allreduce reduces its
  * slice into recv and streams it into its slot.  The writer alone decides,
  * from every rank's estimate of the handoff latency, which each rank
  * samples in the waits of large calls: the time from a peer's publish
  * (stamped beside its counter) to seeing it, when the wait had begun before
- * it and spun.  What a reader reads does not depend on the choice.
+ * it and spun; an estimate not renewed for SHM_HANDOFF_AGE large calls
+ * lapses.  What a reader reads does not depend on the choice.
  * The stage counters are monotonic over the communicator's life, so every
  * rank derives the same stage numbers without extra synchronization.
  * Stamps: a collective's first stage g0 also carries each rank's stamp in a
@@ -130,9 +131,8 @@ static char *slot(struct dpg_shm *s, uint64_t g, int q)
 
 /* Whether this call's copies into the slots stream (see the top): every
  * SHM_EXPLORE-th large call does not, so that the handoffs are sampled
- * again (streaming raises them: 250-750 ns against 70-160 ns on the fast
- * host above); the ranks count the same calls, so all of them explore in
- * the same one. */
+ * again (streaming lengthens them even while the CPUs share a cache);
+ * the ranks count the same calls, so all of them explore in the same one. */
 static bool stream_in(struct dpg_shm *s, size_t bytes)
 {
 	int q;
@@ -141,21 +141,30 @@ static bool stream_in(struct dpg_shm *s, size_t bytes)
 		return s->stream > 0;
 	if (bytes < SHM_STREAM_BYTES || s->large++ % SHM_EXPLORE == 0)
 		return false;
-	for (q = 0; q < s->n; q++)
-		if (atomic_load_explicit(&s->ctl[q].handoff_ns, memory_order_relaxed) >=
-		    SHM_SLOW_HANDOFF_NS)
+	for (q = 0; q < s->n; q++) {
+		const struct shm_ctl *c = &s->ctl[q];
+
+		if (atomic_load_explicit(&c->handoff_ns, memory_order_relaxed) >=
+		    SHM_SLOW_HANDOFF_NS &&
+		    s->large - atomic_load_explicit(&c->handoff_at, memory_order_relaxed) <=
+		    SHM_HANDOFF_AGE)
 			return true;
+	}
 	return false;
 }
 
 /* Publish stage g's in; stamped with the time in a large call whose data
- * did not stream (the only ones sampled). */
+ * did not stream (the only ones sampled).  The fence first drains the
+ * stores of the copy (which the publish would wait for anyway), so that
+ * the sample is the handoff alone. */
 static void publish_in(struct dpg_shm *s, uint64_t g, bool timed)
 {
 	struct shm_ctl *me = &s->ctl[s->me];
 
-	if (timed)
+	if (timed) {
+		atomic_thread_fence(memory_order_seq_cst);
 		atomic_store_explicit(&me->t_in, dpg_now_ns(), memory_order_relaxed);
+	}
 	shm_publish(s, &me->in, g + 1);
 }
 
@@ -195,6 +204,7 @@ static void probe_end(struct dpg_shm *s, const struct probe *p, int one, int rc)
 	dpg_handoff_note(&s->handoff, t1 - tp);
 	atomic_store_explicit(&s->ctl[s->me].handoff_ns, dpg_handoff_ns(&s->handoff),
 			      memory_order_relaxed);
+	atomic_store_explicit(&s->ctl[s->me].handoff_at, s->large, memory_order_relaxed);
 }
 
 int dpg_shm_handoff_ns(const struct dpg_shm *s)

@@ -38,14 +38,17 @@
  * a line written by one local rank takes SLOW_HANDOFF_NS or more to reach
  * another (the median of the last samples, any rank's).  Measured on a
  * 2-vCPU AMD EPYC VM whose host moves the vCPUs (2026-11-27): round trips
- * of 40-135 ns, handoff estimates of 20-155 ns, and copies through a slot
+ * of 40-135 ns, handoff estimates of 75-120 ns, and copies through a slot
  * at 10-33 GB/s (streamed: 7-23) while the vCPUs share a cache; round trips
- * of 470-520 ns, estimates of 255-750 ns, and copies through a slot at
- * 1.9-4.3 GB/s (streamed: 8-23) when they do not. */
+ * of 470-520 ns, estimates of 240-320 ns, and copies through a slot at
+ * 1.5-4.8 GB/s (streamed: 8-23) when they do not. */
 #define SHM_STREAM_BYTES (64u << 10)
 #define SHM_SLOW_HANDOFF_NS 200
-/* While streaming, every this many large calls copy normally (sampled). */
+/* While streaming, every this many large calls copy normally (sampled);
+ * an estimate older than AGE large calls no longer counts (its rank has
+ * stopped sampling: e.g. it is always the last to arrive). */
 #define SHM_EXPLORE 64
+#define SHM_HANDOFF_AGE (4 * SHM_EXPLORE)
 /* all_gather / broadcast stages: a quarter of the call, at least this */
 #define SHM_CHUNK_DIV 4
 #define SHM_MIN_CHUNK (16u << 10)
@@ -90,11 +93,15 @@ struct shm_ctl {
 	_Atomic int64_t t_in;			/* owner: when it last published in
 						 * of a large call (ns, monotonic) */
 	_Atomic int32_t handoff_ns;		/* owner: its handoff estimate */
+	_Atomic uint64_t handoff_at;		/* owner: its large-call count then */
 	_Alignas(SHM_CL) _Atomic uint32_t bell;	/* futex word, bumped by wakers */
 	_Atomic uint32_t nwait;			/* owner: sleeping on bell */
 	_Alignas(SHM_CL) _Atomic uint64_t head;	/* pipe into owner: writer's end */
 	_Alignas(SHM_CL) _Atomic uint64_t tail;	/* pipe into owner: owner's end */
 };
+
+/* the owner's words share the first line, the bell has its own */
+_Static_assert(offsetof(struct shm_ctl, bell) == SHM_CL, "control line layout");
 
 struct dpg_shm {
 	enum dpg_shm_mode mode;
@@ -116,7 +123,8 @@ struct dpg_shm {
 	int stream;			/* copies into slots: 1 stream, -1 never,
 					 * 0 by the handoff latency */
 	struct dpg_handoff handoff;	/* latencies this rank sampled */
-	uint64_t large;			/* calls of SHM_STREAM_BYTES or more */
+	uint64_t large;			/* calls of SHM_STREAM_BYTES or more
+					 * (every rank counts the same) */
 	int64_t last_health_ms;
 	/* direct */
 	size_t S;			/* slot bytes */
