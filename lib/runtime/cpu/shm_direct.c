@@ -33,8 +33,7 @@
  * from every rank's estimate of the handoff latency, which each rank
  * samples in the waits of large calls: the time from a peer's publish
  * (stamped beside its counter) to seeing it, when the wait had begun before
- * it and spun; an estimate not renewed for SHM_HANDOFF_AGE large calls
- * lapses.  What a reader reads does not depend on the choice.
+ * it and spun; an estimate not renewed for SHM_HANDOFF_AGE_MS lapses.  What a reader reads does not depend on the choice.
  * The stage counters are monotonic over the communicator's life, so every
  * rank derives the same stage numbers without extra synchronization.
  * Stamps: a collective's first stage g0 also carries each rank's stamp in a
@@ -129,28 +128,35 @@ static char *slot(struct dpg_shm *s, uint64_t g, int q)
 
 /* ------------------------------------------------ streaming and handoffs */
 
-/* Whether this call's copies into the slots stream (see the top): every
- * SHM_EXPLORE-th large call does not, so that the handoffs are sampled
- * again (streaming lengthens them even while the CPUs share a cache);
- * the ranks count the same calls, so all of them explore in the same one. */
+/* Whether this call's copies into the slots stream (see the top): not
+ * one large call every SHM_EXPLORE_MS, so that the handoffs are sampled
+ * again (streaming lengthens them even while the CPUs share a cache). */
 static bool stream_in(struct dpg_shm *s, size_t bytes)
 {
+	bool slow = false;
+	int64_t now;
 	int q;
 
 	if (s->stream != 0)
 		return s->stream > 0;
-	if (bytes < SHM_STREAM_BYTES || s->large++ % SHM_EXPLORE == 0)
+	if (bytes < SHM_STREAM_BYTES)
 		return false;
-	for (q = 0; q < s->n; q++) {
+	now = dpg_now_ns();
+	for (q = 0; q < s->n && !slow; q++) {
 		const struct shm_ctl *c = &s->ctl[q];
 
-		if (atomic_load_explicit(&c->handoff_ns, memory_order_relaxed) >=
-		    SHM_SLOW_HANDOFF_NS &&
-		    s->large - atomic_load_explicit(&c->handoff_at, memory_order_relaxed) <=
-		    SHM_HANDOFF_AGE)
-			return true;
+		slow = atomic_load_explicit(&c->handoff_ns, memory_order_relaxed) >=
+		       SHM_SLOW_HANDOFF_NS &&
+		       now - atomic_load_explicit(&c->handoff_at, memory_order_relaxed) <=
+		       (int64_t)SHM_HANDOFF_AGE_MS * 1000000;
 	}
-	return false;
+	if (!slow)
+		return false;
+	if (now - s->explored_ns >= (int64_t)SHM_EXPLORE_MS * 1000000) {
+		s->explored_ns = now;
+		return false;
+	}
+	return true;
 }
 
 /* Publish stage g's in; stamped with the time in a large call whose data
@@ -204,7 +210,7 @@ static void probe_end(struct dpg_shm *s, const struct probe *p, int one, int rc)
 	dpg_handoff_note(&s->handoff, t1 - tp);
 	atomic_store_explicit(&s->ctl[s->me].handoff_ns, dpg_handoff_ns(&s->handoff),
 			      memory_order_relaxed);
-	atomic_store_explicit(&s->ctl[s->me].handoff_at, s->large, memory_order_relaxed);
+	atomic_store_explicit(&s->ctl[s->me].handoff_at, t1, memory_order_relaxed);
 }
 
 int dpg_shm_handoff_ns(const struct dpg_shm *s)

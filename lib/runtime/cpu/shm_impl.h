@@ -44,11 +44,12 @@
  * 1.5-4.8 GB/s (streamed: 8-23) when they do not. */
 #define SHM_STREAM_BYTES (64u << 10)
 #define SHM_SLOW_HANDOFF_NS 200
-/* While streaming, every this many large calls copy normally (sampled);
- * an estimate older than AGE large calls no longer counts (its rank has
- * stopped sampling: e.g. it is always the last to arrive). */
-#define SHM_EXPLORE 64
-#define SHM_HANDOFF_AGE (4 * SHM_EXPLORE)
+/* While streaming, a writer copies one large call normally (sampled) once
+ * EXPLORE_MS have passed since the last; an estimate older than AGE_MS no
+ * longer counts (its rank has stopped sampling: e.g. it is always the last
+ * to arrive). */
+#define SHM_EXPLORE_MS 50
+#define SHM_HANDOFF_AGE_MS 250
 /* all_gather / broadcast stages: a quarter of the call, at least this */
 #define SHM_CHUNK_DIV 4
 #define SHM_MIN_CHUNK (16u << 10)
@@ -93,7 +94,7 @@ struct shm_ctl {
 	_Atomic int64_t t_in;			/* owner: when it last published in
 						 * of a large call (ns, monotonic) */
 	_Atomic int32_t handoff_ns;		/* owner: its handoff estimate */
-	_Atomic uint64_t handoff_at;		/* owner: its large-call count then */
+	_Atomic int64_t handoff_at;		/* owner: when it last sampled (ns) */
 	_Alignas(SHM_CL) _Atomic uint32_t bell;	/* futex word, bumped by wakers */
 	_Atomic uint32_t nwait;			/* owner: sleeping on bell */
 	_Alignas(SHM_CL) _Atomic uint64_t head;	/* pipe into owner: writer's end */
@@ -123,8 +124,8 @@ struct dpg_shm {
 	int stream;			/* copies into slots: 1 stream, -1 never,
 					 * 0 by the handoff latency */
 	struct dpg_handoff handoff;	/* latencies this rank sampled */
-	uint64_t large;			/* calls of SHM_STREAM_BYTES or more
-					 * (every rank counts the same) */
+	int64_t explored_ns;		/* when it last copied a large call
+					 * normally while streaming */
 	int64_t last_health_ms;
 	/* direct */
 	size_t S;			/* slot bytes */
