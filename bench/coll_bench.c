@@ -40,7 +40,8 @@
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-S auto|on|off] [-d f32|bf16] [-W MS] [-P] [-T]
+ *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-d f32|bf16] [-W MS]
+ *          [-P] [-T]
  *   -S: stream the shm copies into the slots always / never (default auto:
  *   while cache lines are slow to pass between the CPUs, see shm_direct.c)
  *   -T: keep the record of each call as the public API does (track.h: the
@@ -89,6 +90,7 @@ struct opts {
 	bool on[OP_N];
 	const char *label;
 	size_t slot;
+	size_t chunk;		/* -C: TCP send/recv piece (0: default) */
 	unsigned stream;	/* -S on|off: DPG_CPU_STREAM / _NO_STREAM (auto: 0) */
 	bool pin;
 	int wait_ms;		/* -W: the late peer's delay (0: off) */
@@ -395,6 +397,7 @@ static int rank_main(int rank, const struct opts *o)
 	co.timeout_s = 120;
 	co.flags = (strcmp(o->mode, "ring") == 0 ? DPG_CPU_RING : 0) | o->stream;
 	co.shm_slot_bytes = o->slot;
+	co.tcp_chunk_bytes = o->chunk;
 	if (dpg_cpu_comm_init(&c, &co, &err) != 0)
 		die(rank, "init", &err);
 	if (posix_memalign((void **)&sbuf, 4096, o->maxb) != 0 ||
@@ -495,7 +498,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
-		"[-l LABEL] [-s SLOT_BYTES] [-S auto|on|off] [-d f32|bf16] [-W MS] [-P] [-T]\n");
+		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-d f32|bf16] [-W MS] [-P] [-T]\n");
 	exit(2);
 }
 
@@ -548,6 +551,8 @@ int main(int argc, char **argv)
 			o.wait_ms = atoi(v);
 		else if (strcmp(a, "-s") == 0)
 			o.slot = strtoull(v, NULL, 0);
+		else if (strcmp(a, "-C") == 0)
+			o.chunk = strtoull(v, NULL, 0);
 		else if (strcmp(a, "-S") == 0 && (strcmp(v, "auto") == 0 || strcmp(v, "on") == 0 ||
 						   strcmp(v, "off") == 0))
 			o.stream = strcmp(v, "on") == 0 ? DPG_CPU_STREAM
