@@ -68,7 +68,7 @@ srcs() {
 	join) echo "$C $R/join.c -lm" ;;
 	ckpt) echo "$C $L/train/ckpt.c $L/train/ckhash.c $L/train/fileio.c $L/train/zlayout.c $R/digest.c $crypto $xxhash" ;;
 	gpulist) echo "$C $L/launch/gpuvis.c $L/launch/cpuset.c" ;;
-	notice) echo "$C $STORE $R/cpu/shm.c $R/cpu/shm_seg.c $R/cpu/shm_direct.c $R/cpu/reduce.c $R/cpu/stamp.c $R/cpu/hello.c $crypto -lpthread -lrt" ;;
+	notice) echo "$C $STORE $R/cpu/shm.c $R/cpu/shm_seg.c $R/cpu/shm_direct.c $R/cpu/handoff.c $R/cpu/reduce.c $R/cpu/stamp.c $R/cpu/hello.c $crypto -lpthread -lrt" ;;
 	esac
 }
 
