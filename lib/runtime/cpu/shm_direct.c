@@ -33,7 +33,8 @@
  * from every rank's estimate of the handoff latency, which each rank
  * samples in the waits of large calls: the time from a peer's publish
  * (stamped beside its counter) to seeing it, when the wait had begun before
- * it and spun; an estimate not renewed for SHM_HANDOFF_AGE_MS lapses.  What a reader reads does not depend on the choice.
+ * it and spun; an estimate not renewed for SHM_HANDOFF_AGE_MS lapses.
+ * What a reader reads does not depend on the choice.
  * The stage counters are monotonic over the communicator's life, so every
  * rank derives the same stage numbers without extra synchronization.
  * Stamps: a collective's first stage g0 also carries each rank's stamp in a
