@@ -22,8 +22,9 @@
  * most) so that the copies in and out overlap within a call, each at an
  * offset in the slot that moves on each time the sets come round: a rank
  * then never overwrites lines its peers still cache (on a 2-vCPU AMD EPYC
- * VM each such line cost an invalidation: 6-8 GB/s against 33 GB/s).  Copies into the user's buffer use non-temporal stores from 8
- * MiB up (no read-for-ownership; the buffer would not stay cached anyway).
+ * VM each such line cost an invalidation: 6-8 GB/s against 33 GB/s).
+ * Copies into the user's buffer use non-temporal stores from 8 MiB up (no
+ * read-for-ownership; the buffer would not stay cached anyway).
  * Streaming: while lines are slow to pass between the local CPUs (a VM
  * whose host placed its vCPUs apart: 1.4-2.3 GB/s through a slot, against
  * 8-33 GB/s otherwise), the copies into the slots of calls from 64 KiB use
