@@ -18,6 +18,12 @@
  * the victim dies while no survivor is inside a collective (fast fail:
  * only srun can end them before they wake).
  *
+ * A straggler: the rank DPG_E2E_SLOW_RANK (default: none) computes (sleeps)
+ * DPG_E2E_SLOW_US microseconds (default 0) more than the others right
+ * before each allreduce.  Every rank marks each iteration as a step
+ * (dpg_step_mark), so with DPG_REPORT=N rank 0 prints the straggler line
+ * every N iterations (stderr).
+ *
  * Output (stdout, one line each, parsed by run.sh):
  *   E2E-OK rank R host H iters N avg_ms X            all iterations passed
  *   E2E-FAIL rank R host H iter I status S call_s C at T: LAST_ERROR
@@ -101,6 +107,8 @@ int main(void)
 	long victim = env_long("DPG_E2E_VICTIM", -1);
 	long kill_at = env_long("DPG_E2E_KILL_AT", 3);
 	long hold_s = env_long("DPG_E2E_HOLD_S", 0);
+	long slow_rank = env_long("DPG_E2E_SLOW_RANK", -1);
+	long slow_us = env_long("DPG_E2E_SLOW_US", 0);
 	struct victim v = { .delay_us = env_long("DPG_E2E_KILL_DELAY_US", 2000),
 			    .death_file = getenv("DPG_E2E_DEATH") };
 	dpg_init_opts_t opts;
@@ -153,10 +161,14 @@ int main(void)
 			sleep((unsigned)hold_s);
 			printf("E2E-HELD rank %d\n", rank);
 		}
+		if (rank == slow_rank && slow_us > 0)
+			usleep((useconds_t)slow_us);
 		t0 = now_mono();
 		st = dpg_allreduce(dpg_world(ctx), buf, buf, (size_t)count, DPG_F32,
 				   DPG_SUM, NULL);
 		t1 = now_mono();
+		if (st == DPG_OK)
+			st = dpg_step_mark(ctx);
 		if (st != DPG_OK) {
 			printf("E2E-FAIL rank %d host %s iter %ld status %s call_s %.3f at %.6f: %s\n",
 			       rank, host, i, dpg_strerror(st), t1 - t0, now_real(),
