@@ -99,6 +99,9 @@ dpg_status_t dpg_zedge(struct dpg_zero *z, int rc, const struct dpg_err *e);
 /* Wait for every stage-3 gather in flight (before the shard they read
  * changes: the optimizer step, a load). */
 void dpg_zdrain(struct dpg_zero *z);
+/* A CPU to spare for each rank's prefetch thread (zero.c): `aff` CPUs in
+ * this process's set, `online` on the machine, `local` ranks on it. */
+bool dpg_zspare_cpu(long aff, long online, long local);
 /* -DPG_ERR_INVALID unless dpg_zero_commit ran. */
 int dpg_zneed_committed(struct dpg_zero *z, const char *op, struct dpg_err *e);
 /* host <-> z's buffers (dir 0: into the buffer, 1: out of it) */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "dpg_zero.h"
+#include "zero_impl.h"
 
 #define SECRET_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define MAX_RANKS 8
@@ -1080,6 +1081,24 @@ static void body_signal_storm(int rank, const struct job *j)
 	CHK_OK(ctx, dpg_finalize(ctx));
 }
 
+/* The prefetch thread's rule (DPG_ZERO_PREFETCH=auto): a thread only where
+ * every rank has a second CPU, shared sets split among the ranks. */
+static void test_spare_cpu(void **state)
+{
+	(void)state;
+	assert_false(dpg_zspare_cpu(2, 2, 2));	/* 2 unbound ranks, 2 CPUs */
+	assert_false(dpg_zspare_cpu(2, 2, 4));	/* 4 ranks on 2 CPUs */
+	assert_true(dpg_zspare_cpu(4, 4, 2));	/* 2 unbound ranks, 4 CPUs */
+	assert_false(dpg_zspare_cpu(6, 6, 4));	/* 4 unbound ranks, 6 CPUs */
+	assert_true(dpg_zspare_cpu(8, 64, 8));	/* bound: 8 cores each of 64 */
+	assert_false(dpg_zspare_cpu(1, 64, 8));	/* bound: one core each */
+	assert_true(dpg_zspare_cpu(2, 2, 1));	/* one rank, 2 CPUs */
+	assert_false(dpg_zspare_cpu(1, 1, 1));
+	assert_true(dpg_zspare_cpu(8, -1, 8));	/* online unknown: own set */
+	assert_false(dpg_zspare_cpu(0, 8, 1));
+	assert_false(dpg_zspare_cpu(8, 8, 0));
+}
+
 static void test_save_signal_storm(void **state)
 {
 	struct job j2 = { .n = 2, .body = body_signal_storm, .env = env_requeue };
@@ -1110,6 +1129,7 @@ int main(void)
 		cmocka_unit_test(test_save_async),
 		cmocka_unit_test(test_save_async_killed),
 		cmocka_unit_test(test_save_signal_storm),
+		cmocka_unit_test(test_spare_cpu),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
