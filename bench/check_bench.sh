@@ -107,9 +107,9 @@ check_store_scale() {
 
 check_zero() {
 	has "$1" "$host_line" "the host line" &&
-	table "$1" '^\| world \| stage \| dpg step ms' 6 1 2 3 6 7 8 &&
+	table "$1" '^\| world \| stage \| dpg step ms \| stage / stage 1' 6 1 2 3 4 7 8 9 &&
 	if has "$1" '^skip: peer PyTorch ZeRO-1: ' "" >/dev/null; then :; else
-		has "$1" '^\| 1 \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' "torch's world-1 figures"
+		has "$1" '^\| 1 \| 1 \| [0-9.]+ \| 1\.00 \| [0-9.]+ \| [0-9.]+ \|' "torch's world-1 figures"
 	fi
 }
 
