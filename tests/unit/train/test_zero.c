@@ -52,6 +52,7 @@ struct zcfg {
 	int save_after;		/* save when this many steps are done (0: never) */
 	bool load;		/* resume from ckdir first */
 	int deterministic;
+	const char *prefetch;	/* the ranks' DPG_ZERO_PREFETCH (NULL: unset) */
 };
 
 static double target(long s, int id, size_t i)
@@ -188,6 +189,8 @@ static void body_train(int rank, const struct job *j)
 	long step = c->first_step;
 	const float lr = c->opt == DPG_OPT_ADAMW ? 0.05f : 0.1f;
 
+	if (c->prefetch != NULL)	/* run_job cleared the DPG_* variables */
+		setenv("DPG_ZERO_PREFETCH", c->prefetch, 1);
 	CHK_OK(ctx, dpg_init(NULL, &ctx));
 	z = make_model(ctx, c);
 	if (c->load) {
@@ -342,28 +345,45 @@ static void expect_close(const struct zcfg *ref, const struct zcfg *c, double to
 	}
 }
 
-static void test_equivalence(int stage, dpg_optimizer_t opt)
+static void equivalence_worlds(int stage, dpg_optimizer_t opt, int wmin, int wmax,
+			       const char *prefetch)
 {
 	struct zcfg c = base_cfg(stage, "ref");
 	struct zcfg ref;
 
 	c.opt = opt;
 	ref = reference(&c, "ref");
-	for (int w = 1; w <= 4; w++) {
+	for (int w = wmin; w <= wmax; w++) {
 		char tag[32];
 
 		snprintf(tag, sizeof(tag), "s%d-w%d", stage, w);
 		c = base_cfg(stage, tag);
 		c.opt = opt;
+		c.prefetch = prefetch;
 		train(&c, w);
 		expect_close(&ref, &c, 2e-5, tag);
 	}
+}
+
+static void test_equivalence(int stage, dpg_optimizer_t opt)
+{
+	equivalence_worlds(stage, opt, 1, 4, NULL);
 }
 
 static void test_stage1_adamw(void **state) { (void)state; test_equivalence(1, DPG_OPT_ADAMW); }
 static void test_stage2_adamw(void **state) { (void)state; test_equivalence(2, DPG_OPT_ADAMW); }
 static void test_stage3_adamw(void **state) { (void)state; test_equivalence(3, DPG_OPT_ADAMW); }
 static void test_stage2_sgd(void **state) { (void)state; test_equivalence(2, DPG_OPT_SGD); }
+
+/* Stage 3 both ways, whatever the default picks on this machine (a CPU to
+ * spare per rank or not): gathers on the prefetch thread and on the
+ * caller's thread give the same training. */
+static void test_stage3_both_gathers(void **state)
+{
+	(void)state;
+	equivalence_worlds(3, DPG_OPT_ADAMW, 2, 3, "1");
+	equivalence_worlds(3, DPG_OPT_ADAMW, 2, 3, "0");
+}
 
 static void test_bitwise_same_world(void **state)
 {
@@ -1115,6 +1135,7 @@ int main(void)
 		cmocka_unit_test(test_stage1_adamw),
 		cmocka_unit_test(test_stage2_adamw),
 		cmocka_unit_test(test_stage3_adamw),
+		cmocka_unit_test(test_stage3_both_gathers),
 		cmocka_unit_test(test_stage2_sgd),
 		cmocka_unit_test(test_bitwise_same_world),
 		cmocka_unit_test(test_accum_hybrid_sgd),
