@@ -18,6 +18,21 @@
  *             of the other n-1 blocks), every rank at once like the
  *             collectives: the physical bound of a one-node collective on
  *             this machine, timed and reported the same way
+ *   -m tcplimit  no collective: the parent connects a ring of loopback TCP
+ *             sockets (rank i to i+1) before it forks, and per call each
+ *             rank sends to next and takes from prev the bytes the op's
+ *             ring moves per rank (allreduce 2(n-1)/n of the buffer,
+ *             reduce_scatter and all_gather (n-1)/n, broadcast the buffer
+ *             along the chain from rank 0), nonblocking, both ways at once
+ *             and independent of each other (no forwarding, no math, no
+ *             headers), waiting the -Y way (spin: busy-polling, with
+ *             sched_yield between tries where ranks outnumber the CPUs;
+ *             block: poll(2) until a stream can move): the bytes a ring
+ *             must move over TCP, moved with nothing else, for a reference
+ *             beside the collectives (the better of the two waits is the
+ *             nearer to the limit; neither is one for latency-bound sizes,
+ *             where a collective moving the same bytes can match it);
+ *             timed and reported the same way
  * Ranks are pinned to CPU (rank % ncpus) when there are no more ranks than
  * CPUs (Open MPI binds to cores in that case too; -P turns pinning off).
  *
@@ -38,12 +53,13 @@
  * time (getrusage, user + system) of that call: what a rank burns while it
  * waits.  Median over the 3, max over the waiting ranks.
  *
- * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] [-e MAXBYTES]
+ * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-d f32|bf16] [-W MS]
- *          [-P] [-T]
+ *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-Y spin|block] [-d f32|bf16]
+ *          [-W MS] [-P] [-T]
  *   -S: stream the shm copies into the slots always / never (default auto:
  *   while cache lines are slow to pass between the CPUs, see shm_direct.c)
+ *   -Y: how -m tcplimit waits (default spin)
  *   -T: keep the record of each call as the public API does (track.h: the
  *   clock reads and the seqlock of coll.c's coll_run), to measure its cost
  *   OPS: comma list of allreduce,reduce_scatter,allgather,bcast
@@ -54,6 +70,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -62,10 +79,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,6 +150,10 @@ static uint64_t g_meets;		/* -m limit: meetings so far */
  * in its own handshake (seen once in 4-rank runs: "did not authenticate"). */
 static _Atomic uint32_t *g_go;
 static bool g_yield;			/* -m limit: ranks outnumber the CPUs */
+static int g_links[64][2];		/* -m tcplimit: link i's ends (i -> i+1) */
+static int g_tx = -1, g_rx = -1;	/* -m tcplimit: this rank's ends */
+static size_t g_txchunk = 1u << 20;	/* -m tcplimit: largest send / recv */
+static bool g_block;			/* -m tcplimit -Y block */
 static bool g_track;			/* -T */
 static struct dpg_track g_trk;
 
@@ -180,6 +204,83 @@ static void run_limit(const struct dpg_comm *c, int op, size_t count, void *r)
 	}
 }
 
+/* -m tcplimit: the bytes this rank sends and takes in one call of op on
+ * `bytes` (a ring's per-rank traffic; broadcast: a chain from rank 0). */
+static void tcp_bytes(int op, int rank, int n, size_t bytes, size_t *out, size_t *in)
+{
+	size_t blk = bytes / (size_t)n;
+
+	switch (op) {
+	case OP_ALLREDUCE:
+		*out = *in = 2 * (size_t)(n - 1) * blk;
+		break;
+	case OP_REDUCE_SCATTER:
+	case OP_ALLGATHER:
+		*out = *in = (size_t)(n - 1) * blk;
+		break;
+	default:
+		*out = rank < n - 1 ? bytes : 0;
+		*in = rank > 0 ? bytes : 0;
+		break;
+	}
+}
+
+/* One nonblocking piece of a tcplimit stream at *done of want bytes, cycling
+ * over the buffer buf of len bytes: >0 moved, 0 would block. */
+static ssize_t tcp_piece(int rank, bool tx, char *buf, size_t len, size_t *done, size_t want)
+{
+	size_t at = *done % len, k = want - *done;
+	ssize_t m;
+
+	if (k > len - at)
+		k = len - at;
+	if (k > g_txchunk)
+		k = g_txchunk;
+	m = tx ? send(g_tx, buf + at, k, MSG_DONTWAIT | MSG_NOSIGNAL)
+	       : recv(g_rx, buf + at, k, MSG_DONTWAIT);
+	if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (m <= 0) {
+		fprintf(stderr, "coll_bench rank %d: tcplimit %s: %s\n", rank, tx ? "send" : "recv",
+			m == 0 ? "the peer closed its end" : strerror(errno));
+		_exit(1);
+	}
+	*done += (size_t)m;
+	return m;
+}
+
+/* -m tcplimit, ranks outnumbering the CPUs: sleep until a stream can move. */
+static void tcp_block(bool tx, bool rx)
+{
+	struct pollfd pf[2] = { { .fd = tx ? g_tx : -1, .events = POLLOUT },
+				{ .fd = rx ? g_rx : -1, .events = POLLIN } };
+
+	if (poll(pf, 2, 1000) < 0 && errno != EINTR) {
+		perror("coll_bench: tcplimit poll");
+		_exit(1);
+	}
+}
+
+/* -m tcplimit: one call's bytes out to next and in from prev (see the top). */
+static void run_tcplimit(const struct dpg_comm *c, int op, size_t count, void *r)
+{
+	size_t bytes = count * dpg_dtype_size(g_dt), out, in, o = 0, i = 0;
+
+	tcp_bytes(op, c->rank, c->size, bytes, &out, &in);
+	while (o < out || i < in) {
+		ssize_t moved = 0;
+
+		if (o < out)
+			moved += tcp_piece(c->rank, true, g_limit, bytes, &o, out);
+		if (i < in)
+			moved += tcp_piece(c->rank, false, r, bytes, &i, in);
+		if (moved == 0 && g_block)
+			tcp_block(o < out, i < in);
+		else if (moved == 0 && g_yield)
+			sched_yield();
+	}
+}
+
 /* One call of op; count = elements of the op's "bytes" (see the header). */
 static int run_op_raw(struct dpg_comm *c, int op, size_t count, void *s, void *r,
 		  struct dpg_err *err)
@@ -187,7 +288,10 @@ static int run_op_raw(struct dpg_comm *c, int op, size_t count, void *s, void *r
 	size_t n = (size_t)c->size;
 
 	if (g_limit != NULL) {
-		run_limit(c, op, count, r);
+		if (g_tx >= 0 || g_rx >= 0)
+			run_tcplimit(c, op, count, r);
+		else
+			run_limit(c, op, count, r);
 		return 0;
 	}
 	switch (op) {
@@ -386,7 +490,7 @@ static int rank_main(int rank, const struct opts *o)
 		world[r] = r;
 	c.world_ranks = world;
 	snprintf(c.name, sizeof(c.name), "bench");
-	if (strcmp(o->mode, "tcp") == 0)
+	if (strcmp(o->mode, "tcp") == 0 || strcmp(o->mode, "tcplimit") == 0)
 		snprintf(node, sizeof(node), "node%d", rank);
 	else
 		snprintf(node, sizeof(node), "node");
@@ -405,7 +509,7 @@ static int rank_main(int rank, const struct opts *o)
 		die(rank, "out of memory", NULL);
 	memset(sbuf, 0, o->maxb);
 	memset(rbuf, 0, o->maxb);
-	if (strcmp(o->mode, "limit") == 0) {
+	if (strcmp(o->mode, "limit") == 0 || strcmp(o->mode, "tcplimit") == 0) {
 		if (posix_memalign((void **)&g_limit, 4096, o->maxb) != 0)
 			die(rank, "out of memory", NULL);
 		memset(g_limit, 0, o->maxb);
@@ -494,11 +598,60 @@ static int rank_main(int rank, const struct opts *o)
 	return 0;
 }
 
+/* -m tcplimit: n loopback TCP connections, link i from rank i (its
+ * [0], the connecting end) to rank i+1 (its [1], the accepted end). */
+static int tcp_ring(int n)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int i, one = 1;
+
+	for (i = 0; i < n; i++) {
+		int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		a.sin_port = 0;
+		al = sizeof(a);
+		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(l, 1) != 0 ||
+		    getsockname(l, (struct sockaddr *)&a, &al) != 0 ||
+		    (g_links[i][0] = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+		    connect(g_links[i][0], (struct sockaddr *)&a, sizeof(a)) != 0 ||
+		    (g_links[i][1] = accept(l, NULL, NULL)) < 0 ||
+		    setsockopt(g_links[i][0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+		    setsockopt(g_links[i][1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+			perror("coll_bench: tcplimit ring");
+			return -1;
+		}
+		close(l);
+	}
+	return 0;
+}
+
+/* In rank i's fork: keep link i's sending end and link i-1's receiving end. */
+static void tcp_keep(int rank, const struct opts *o)
+{
+	int i, n = o->n;
+
+	if (n < 2 || strcmp(o->mode, "tcplimit") != 0)
+		return;
+	for (i = 0; i < n; i++) {
+		if (i == rank)
+			g_tx = g_links[i][0];
+		else
+			close(g_links[i][0]);
+		if (i == (rank + n - 1) % n)
+			g_rx = g_links[i][1];
+		else
+			close(g_links[i][1]);
+	}
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit] [-b MINBYTES] "
+	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
-		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-d f32|bf16] [-W MS] [-P] [-T]\n");
+		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-Y spin|block] "
+		"[-d f32|bf16] [-W MS] [-P] [-T]\n");
 	exit(2);
 }
 
@@ -557,6 +710,8 @@ int main(int argc, char **argv)
 						   strcmp(v, "off") == 0))
 			o.stream = strcmp(v, "on") == 0 ? DPG_CPU_STREAM
 				 : strcmp(v, "off") == 0 ? DPG_CPU_NO_STREAM : 0;
+		else if (strcmp(a, "-Y") == 0 && (strcmp(v, "spin") == 0 || strcmp(v, "block") == 0))
+			g_block = strcmp(v, "block") == 0;
 		else if (strcmp(a, "-d") == 0 && (strcmp(v, "f32") == 0 || strcmp(v, "bf16") == 0))
 			o.dt = strcmp(v, "bf16") == 0 ? DPG_BF16 : DPG_F32;
 		else if (strcmp(a, "-c") == 0) {
@@ -575,8 +730,13 @@ int main(int argc, char **argv)
 	}
 	if (o.n < 1 || o.n > 64 || o.reps < 1 || o.factor < 2 || o.minb < 4 ||
 	    o.maxb < o.minb || (strcmp(o.mode, "shm") != 0 && strcmp(o.mode, "tcp") != 0 &&
-				strcmp(o.mode, "ring") != 0 && strcmp(o.mode, "limit") != 0))
+				strcmp(o.mode, "ring") != 0 && strcmp(o.mode, "limit") != 0 &&
+				strcmp(o.mode, "tcplimit") != 0))
 		usage();
+	if (strcmp(o.mode, "tcplimit") == 0 && o.n > 1 && tcp_ring(o.n) != 0)
+		return 1;
+	if (o.chunk > 0)
+		g_txchunk = o.chunk;
 	if (o.label == NULL) {
 		snprintf(label, sizeof(label), "dpg-%s", o.mode);
 		o.label = label;
@@ -606,6 +766,7 @@ int main(int argc, char **argv)
 		}
 		if (pids[i] == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			tcp_keep(i, &o);
 			_exit(rank_main(i, &o));
 		}
 	}
