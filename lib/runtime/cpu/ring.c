@@ -510,8 +510,33 @@ static size_t lane_limit(const struct dpg_ring_job *j, int ot, const struct step
 	return 0;
 }
 
-static size_t out_limit(const struct dpg_ring_job *j, const struct eng *e)
+/* Bytes of out step 0 that may go (its lane limit), for a stamp to carry. */
+static size_t step0_ready(const struct dpg_cpu *p, const struct dpg_ring_job *j,
+			  const struct eng *e, struct step *s0)
 {
+	out_step(p, j, 0, s0);
+	return lane_limit(j, 0, s0, e->it, e->ioff, &e->i);
+}
+
+/* Over TCP, a stamp whose out step 0 waits for data in (a broadcast's
+ * forwarding hop) waits with it, so that both go in one segment: sent
+ * alone, it woke next once more per call (4 ranks on 2 vCPUs, interleaved
+ * A/Bs: 4 KiB broadcasts 13.3 us instead of 15.4, and 23.3 instead of 28.3
+ * in a slower spell; 16 KiB 18.9 / 19.2, 35.5 / 38.5). */
+static bool stamp_held(const struct dpg_cpu *p, const struct dpg_ring_job *j,
+		       const struct eng *e)
+{
+	struct step s0;
+
+	return e->ot == -1 && e->ooff == 0 && p->next.kind == DPG_LINK_TCP && j->T_out > 0 &&
+	       !j->out0_free && step0_ready(p, j, e, &s0) == 0;
+}
+
+static size_t out_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
+			const struct eng *e)
+{
+	if (stamp_held(p, j, e))
+		return 0;
 	return lane_limit(j, e->ot, &e->o, e->it, e->ioff, &e->i);
 }
 
@@ -663,10 +688,11 @@ static int tcp_send_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 	struct step s0;
 	ssize_t w;
 
-	if (j->T_out > 0 && j->out0_free) {
-		out_step(p, j, 0, &s0);
+	if (j->T_out > 0) {
+		size_t ready = step0_ready(p, j, e, &s0);
+
 		iov[1].iov_base = (void *)s0.src;
-		iov[1].iov_len = s0.len < p->chunk ? s0.len : p->chunk;
+		iov[1].iov_len = ready < p->chunk ? ready : p->chunk;
 		m.msg_iovlen = iov[1].iov_len > 0 ? 2 : 1;
 	}
 	w = sendmsg(p->next.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -747,7 +773,7 @@ static int tcp_recv_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 static int eng_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    int64_t deadline, struct dpg_err *err)
 {
-	size_t lim = out_limit(j, e), len;
+	size_t lim = out_limit(p, j, e), len;
 	ssize_t w;
 
 	if (lim <= e->ooff)
@@ -893,7 +919,7 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		    int64_t deadline, int64_t *backoff_us, struct dpg_err *err)
 {
 	bool want_in = e->it < j->T_in;
-	bool want_out = e->ot < j->T_out && out_limit(j, e) > e->ooff;
+	bool want_out = e->ot < j->T_out && out_limit(p, j, e) > e->ooff;
 	bool bwd_in = e->bit < j->B_in;		/* two-way: TCP both ways */
 	bool bwd_out = e->bot < j->B_out && bwd_limit(j, e) > e->booff;
 	bool tcp_in = (want_in && p->prev.kind == DPG_LINK_TCP) || bwd_in;
