@@ -79,7 +79,7 @@ check_coll() {
 	has "$1" "$host_line" "the host line" &&
 	table "$1" '^\| size \| dpg shm n=2 \|' 3 2 &&
 	table "$1" '^\| op \| transport \| n \| dpg wall / CPU ms \|' 2 3 4 &&
-	table "$1" '^\| op \| n \| size \| reference busbw \(wait\) \| dpg / ref \|' 3 2 4 5 &&
+	table "$1" '^\| op \| n \| size \| reference busbw \(wait\) \| ring reference \(wait\) \|' 3 2 4 5 6 7 &&
 	has "$1" '^## cells below a peer' "the cells below a peer" &&
 	for peer in "Open MPI" Gloo; do
 		if has "$1" "^skip: peer $peer: " "" >/dev/null; then continue; fi

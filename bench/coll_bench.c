@@ -32,7 +32,10 @@
  *             beside the collectives (the better of the two waits is the
  *             nearer to the limit; neither is one for latency-bound sizes,
  *             where a collective moving the same bytes can match it);
- *             timed and reported the same way
+ *             with -F a ring's order too: a rank sends only what it could
+ *             forward (its own block, then one for each block in; for
+ *             broadcast, what has come in), the most a ring of TCP hops
+ *             can do here; timed and reported the same way
  * Ranks are pinned to CPU (rank % ncpus) when there are no more ranks than
  * CPUs (Open MPI binds to cores in that case too; -P turns pinning off).
  *
@@ -56,10 +59,10 @@
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
  *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-Y spin|block] [-d f32|bf16]
- *          [-W MS] [-P] [-T]
+ *          [-W MS] [-F] [-P] [-T]
  *   -S: stream the shm copies into the slots always / never (default auto:
  *   while cache lines are slow to pass between the CPUs, see shm_direct.c)
- *   -Y: how -m tcplimit waits (default spin)
+ *   -Y: how -m tcplimit waits (default spin); -F: in a ring's order
  *   -T: keep the record of each call as the public API does (track.h: the
  *   clock reads and the seqlock of coll.c's coll_run), to measure its cost
  *   OPS: comma list of allreduce,reduce_scatter,allgather,bcast
@@ -154,6 +157,7 @@ static int g_links[64][2];		/* -m tcplimit: link i's ends (i -> i+1) */
 static int g_tx = -1, g_rx = -1;	/* -m tcplimit: this rank's ends */
 static size_t g_txchunk = 1u << 20;	/* -m tcplimit: largest send / recv */
 static bool g_block;			/* -m tcplimit -Y block */
+static bool g_forward;			/* -m tcplimit -F */
 static bool g_track;			/* -T */
 static struct dpg_track g_trk;
 
@@ -266,16 +270,21 @@ static void run_tcplimit(const struct dpg_comm *c, int op, size_t count, void *r
 {
 	size_t bytes = count * dpg_dtype_size(g_dt), out, in, o = 0, i = 0;
 
+	/* -F: a ring sends its own block, then forwards (broadcast: only
+	 * forwards, the root has nothing to wait for) */
+	size_t head = op == OP_BCAST ? 0 : bytes / (size_t)c->size;
+
 	tcp_bytes(op, c->rank, c->size, bytes, &out, &in);
 	while (o < out || i < in) {
+		size_t can = g_forward && in > 0 && head + i < out ? head + i : out;
 		ssize_t moved = 0;
 
-		if (o < out)
-			moved += tcp_piece(c->rank, true, g_limit, bytes, &o, out);
+		if (o < can)
+			moved += tcp_piece(c->rank, true, g_limit, bytes, &o, can);
 		if (i < in)
 			moved += tcp_piece(c->rank, false, r, bytes, &i, in);
 		if (moved == 0 && g_block)
-			tcp_block(o < out, i < in);
+			tcp_block(o < can, i < in);
 		else if (moved == 0 && g_yield)
 			sched_yield();
 	}
@@ -651,7 +660,7 @@ static void usage(void)
 	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
 		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-Y spin|block] "
-		"[-d f32|bf16] [-W MS] [-P] [-T]\n");
+		"[-d f32|bf16] [-W MS] [-F] [-P] [-T]\n");
 	exit(2);
 }
 
@@ -672,6 +681,10 @@ int main(int argc, char **argv)
 
 		if (strcmp(a, "-P") == 0) {
 			o.pin = false;
+			continue;
+		}
+		if (strcmp(a, "-F") == 0) {
+			g_forward = true;
 			continue;
 		}
 		if (strcmp(a, "-T") == 0) {

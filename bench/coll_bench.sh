@@ -31,11 +31,12 @@
 #                          the ranks and the least copying each op needs, on
 #                          every rank's own memory at once): the "one-node
 #                          reference" table; with tcp, `coll_bench -m
-#                          tcplimit` twice (-Y spin, -Y block: the bytes a
+#                          tcplimit` with -Y spin and -Y block (the bytes a
 #                          ring moves per rank, over loopback TCP with
-#                          nothing else), the better of the two per cell:
-#                          the "TCP reference" table; every cell below a
-#                          peer is listed with its reference
+#                          nothing else), bare and with -F (in a ring's
+#                          order), the better wait of each per cell: the
+#                          "TCP reference" table; every cell below a peer
+#                          is listed with its references
 #   MPIRUN=mpirun.openmpi
 #   PEERS="ompi gloo"      which peers to run when present
 #   GLOO_PY=PYTHON         a python with torch (default: $DPG_PYENV, else the
@@ -128,10 +129,13 @@ run_one() {	# impl t n op
 	dpg)	"$dpg_prog" -n "$3" -m "$2" -l "dpg-$2" $ARGS -c "$4" >> "$f" || rc=$? ;;
 	limit)	if [ "$2" = shm ]; then
 			"$dpg_prog" -n "$3" -m limit -l "limit-$2" $ARGS -c "$4" >> "$f" || rc=$?
-		else	# both waits, one after the other (the table takes the better)
+		else	# both waits, bare and in a ring's order (the table takes the
+			# better wait of each)
 			for y in spin block; do
 				"$dpg_prog" -n "$3" -m tcplimit -Y $y -l "limit$y-$2" $ARGS -c "$4" >> "$f" ||
 					rc=$?
+				"$dpg_prog" -n "$3" -m tcplimit -Y $y -F -l "limitring$y-$2" $ARGS -c "$4" \
+					>> "$f" || rc=$?
 			done
 		fi ;;
 	gloo)	"$GLOO_PY" "$here/coll_gloo.py" -n "$3" -l "gloo-$2" $ARGS -c "$4" >> "$f" || rc=$? ;;
@@ -256,15 +260,15 @@ for p in peers:
         r, op, t, n, b = worst[p]
         lines.append("worst vs %s: %.2fx (%s %s n=%d %s)" % (pname[p], r, op, t, n, human(b)))
 lines.append("")
-def ref(t, n, op, b):
+def ref(t, n, op, b, kind=""):
     """The reference busbw of a cell and how it waited: shm's one-node
-    reference, or the better of tcplimit's two waits."""
+    reference, or the better of tcplimit's two waits (kind "ring": -F)."""
     if t == "shm":
-        v, _, _ = cell(("limit", "shm", n, op, b))
+        v, _, _ = cell(("limit", "shm", n, op, b)) if not kind else (None, None, "")
         return v, ""
     best = (None, "")
     for y in ("spin", "block"):
-        v, _, _ = cell(("limit" + y, t, n, op, b))
+        v, _, _ = cell(("limit" + kind + y, t, n, op, b))
         if v is not None and (best[0] is None or v > best[0]):
             best = (v, y)
     return best
@@ -285,17 +289,22 @@ lines.append("")
 if not below:
     lines.append("none" if worst else "no peer ran")
 else:
-    lines.append("Each with the reference measured in the same run (shm: the one-node "
-                 "reference; tcp: the TCP reference, below): dpg's and the peer's share of it.")
+    lines.append("Each with the references measured in the same run (shm: the one-node "
+                 "reference; tcp: the TCP references, bare and in a ring's order, below) and "
+                 "dpg's and the peer's share of each.")
     lines.append("")
-    lines.append("| peer | op | transport | n | size | dpg | peer | ratio | reference | dpg / ref | peer / ref |")
-    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("| peer | op | transport | n | size | dpg | peer | ratio | reference | dpg / ref "
+                 "| peer / ref | ring ref | dpg / ring | peer / ring |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    share = lambda x, lim: "%.2f" % (x / lim) if lim else "-"
     for p, r, op, t, n, b, d, o in below:
         lim, how = ref(t, n, op, b)
-        lines.append("| %s | %s | %s | %d | %s | %s | %s | %.2f | %s | %s | %s |" % (
+        rl, rhow = ref(t, n, op, b, "ring")
+        lines.append("| %s | %s | %s | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s |" % (
             pname[p], op, t, n, human(b), fmt(d, ""), fmt(o, ""), r,
             (fmt(lim, "") + (" (%s)" % how if how else "")) if lim else "-",
-            "%.2f" % (d / lim) if lim else "-", "%.2f" % (o / lim) if lim else "-"))
+            share(d, lim), share(o, lim),
+            (fmt(rl, "") + " (%s)" % rhow) if rl else "-", share(d, rl), share(o, rl)))
 lines.append("")
 if any(k[0] == "limit" for k in rows):
     lines.append("## one-node reference")
@@ -335,23 +344,30 @@ if any(k[0].startswith("limit") and k[1] == "tcp" for k in rows):
                  "sched_yield between tries where ranks outnumber the CPUs) and sleeping in "
                  "poll(2) (block), the better kept.  A reference for the bytes, not a bound "
                  "on latency: an algorithm moving the same bytes in as few hops can match it "
-                 "at small sizes, and one with fewer sequential hops than the ring's could "
-                 "beat a ring's best.")
+                 "at small sizes.  The ring reference (`-F`) adds a ring's order: a rank "
+                 "sends its own block, then only as many bytes as have come in (broadcast: "
+                 "only what has come in), the most a ring of TCP hops does here; an "
+                 "algorithm with fewer sequential hops than a ring's (a tree, or a linear "
+                 "broadcast over a connection to every rank) can beat it.")
     lines.append("")
-    lines.append("| op | n | size | reference busbw (wait) | dpg / ref |" +
-                 "".join(" %s / ref |" % pname[p] for p in peers))
-    lines.append("|---|---:|---:|---:|---:|" + "---:|" * len(peers))
+    lines.append("| op | n | size | reference busbw (wait) | ring reference (wait) | dpg / ref | "
+                 "dpg / ring |" + "".join(" %s / ref | %s / ring |" % (pname[p], pname[p])
+                                          for p in peers))
+    lines.append("|---|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(peers))
     for op in ops:
         for n in sorted({k[2] for k in rows if k[0].startswith("limit") and k[1] == "tcp" and k[3] == op}):
             for b in sorted({k[4] for k in rows if k[0].startswith("limit") and k[1] == "tcp"
                              and k[3] == op and k[2] == n}):
                 lim, how = ref("tcp", n, op, b)
+                rl, rhow = ref("tcp", n, op, b, "ring")
                 d, _, _ = cell(("dpg", "tcp", n, op, b))
-                s = "| %s | %d | %s | %s (%s) | %s |" % (op, n, human(b), fmt(lim, ""), how,
-                                                        "%.2f" % (d / lim) if d and lim else "-")
+                pct = lambda x, y: "%.2f" % (x / y) if x and y else "-"
+                s = "| %s | %d | %s | %s | %s | %s | %s |" % (
+                    op, n, human(b), "%s (%s)" % (fmt(lim, ""), how) if lim else "-",
+                    "%s (%s)" % (fmt(rl, ""), rhow) if rl else "-", pct(d, lim), pct(d, rl))
                 for p in peers:
                     o, _, _ = cell((p, "tcp", n, op, b))
-                    s += " %s |" % ("%.2f" % (o / lim) if o and lim else "-")
+                    s += " %s | %s |" % (pct(o, lim), pct(o, rl))
                 lines.append(s)
     lines.append("")
 if waits:
