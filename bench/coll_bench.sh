@@ -41,6 +41,8 @@
 #   PEERS="ompi gloo"      which peers to run when present
 #   GLOO_PY=PYTHON         a python with torch (default: $DPG_PYENV, else the
 #                          cached test environment from scripts/pyenv.sh --print)
+#   RENDER=1               measure nothing: the table again from the files
+#                          of an earlier run in OUTDIR
 # Needs python3; the peer needs Open MPI (apt-get install openmpi-bin
 # libopenmpi-dev, then re-run configure): without it dpg runs alone and a
 # "skip: peer Open MPI ..." line says why.  Runs Open MPI as root with
@@ -78,6 +80,10 @@ TARGET_MS=${TARGET_MS:-50}
 WAIT_MS=${WAIT_MS:-100}
 MPIRUN=${MPIRUN:-mpirun.openmpi}
 LIMIT=${LIMIT:-1}
+RENDER=${RENDER:-0}
+# every run into OUTDIR (its files: one per implementation, configuration,
+# op and run), then the table from them
+measure() {
 bench_build
 bench_need dpg_prog coll_bench
 
@@ -175,6 +181,16 @@ while [ "$run" -le "$RUNS" ]; do
 	done
 	run=$((run + 1))
 done
+}
+
+if [ "$RENDER" = 1 ]; then
+	if [ ! -f "$out/host.txt" ]; then
+		echo "coll_bench.sh: RENDER=1 needs the OUTDIR of an earlier run ($out has no host.txt)" >&2
+		exit 2
+	fi
+else
+	measure
+fi
 
 python3 - "$out" <<'EOF'
 import glob, os, re, statistics, sys
@@ -182,6 +198,8 @@ out = sys.argv[1]
 rows = {}   # (impl, transport, n, op, bytes) -> [busbw per run]
 waits = {}  # (impl, transport, n, op) -> [(sleep_ms, wall_ms, cpu_ms) per run]
 for path in glob.glob(os.path.join(out, "*.run*.txt")):
+    m = re.search(r"\.run(\d+)\.txt$", path)
+    run = int(m.group(1)) if m else 0
     for line in open(path):
         if line.startswith("WAIT,"):
             f = line.strip().split(",")
@@ -195,7 +213,7 @@ for path in glob.glob(os.path.join(out, "*.run*.txt")):
         label, op, n, b = f[1], f[2], int(f[3]), int(float(f[4]))
         impl, transport = label.split("-", 1)
         ok = f[13] == "1"
-        rows.setdefault((impl, transport, n, op, b), []).append((float(f[10]), float(f[6]), ok))
+        rows.setdefault((impl, transport, n, op, b), []).append((float(f[10]), float(f[6]), ok, run))
 
 def cell(key):
     v = rows.get(key)
@@ -294,17 +312,20 @@ else:
                  "dpg's and the peer's share of each.")
     lines.append("")
     lines.append("| peer | op | transport | n | size | dpg | peer | ratio | reference | dpg / ref "
-                 "| peer / ref | ring ref | dpg / ring | peer / ring |")
-    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                 "| peer / ref | ring ref | dpg / ring | peer / ring | per run, us: dpg / peer |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    def per_run(key):
+        return " ".join("%.3g" % x[1] for x in sorted(rows.get(key, []), key=lambda x: x[3]))
     share = lambda x, lim: "%.2f" % (x / lim) if lim else "-"
     for p, r, op, t, n, b, d, o in below:
         lim, how = ref(t, n, op, b)
         rl, rhow = ref(t, n, op, b, "ring")
-        lines.append("| %s | %s | %s | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s / %s |" % (
             pname[p], op, t, n, human(b), fmt(d, ""), fmt(o, ""), r,
             (fmt(lim, "") + (" (%s)" % how if how else "")) if lim else "-",
             share(d, lim), share(o, lim),
-            (fmt(rl, "") + " (%s)" % rhow) if rl else "-", share(d, rl), share(o, rl)))
+            (fmt(rl, "") + " (%s)" % rhow) if rl else "-", share(d, rl), share(o, rl),
+            per_run(("dpg", t, n, op, b)), per_run((p, t, n, op, b))))
 lines.append("")
 if any(k[0] == "limit" for k in rows):
     lines.append("## one-node reference")
