@@ -68,12 +68,14 @@
 /* Busy retries before a blocking poll.  A receiver asleep in poll costs
  * its sender a wakeup per segment (on loopback the sender's CPU runs the
  * receive path too): 2-rank broadcasts over TCP at 1-4 MiB moved 4.9-5.8
- * GB/s with 20 us, 6.4-7.7 with 100 or 200 us (Open MPI 5.5-6.9); 1 ms
- * took 12-15% less time than 100 us at 1-4 MiB and 5-11% at 16 MiB
- * (2-rank broadcast, two interleaved A/Bs of 3 rounds; all_gather 2-8%;
- * 300 us in between).  A rank 100 ms late then costs each waiting rank
- * 1.06 ms of CPU instead of 0.17 (Open MPI spins through the 100 ms). */
-#define CPU_TCP_SPIN_NS 1000000
+ * GB/s with 20 us, 6.4-7.7 with 100 or 200 us (Open MPI 5.5-6.9).  1 ms
+ * took 12-15% less time than 100 us at 1-4 MiB (interleaved A/Bs) but was
+ * taken back: where the ranks outnumber the CPUs without knowing it (CI's
+ * netns minicluster: 3 "nodes" of 2 ranks on 2 vCPUs) a waiting rank's
+ * spin takes the CPU from the rank it waits for, and training jobs there
+ * ran 3-5x longer (node loss 28 -> 145 s).  A rank 100 ms late costs each
+ * waiting rank 0.17 ms of CPU (Open MPI spins through the 100 ms). */
+#define CPU_TCP_SPIN_NS 100000
 #define CPU_TCP_YIELD_NS 1000000	/* the same with sched_yield, when the
 					 * machine's ranks outnumber its CPUs
 					 * (200 us: 4 ranks on 2 vCPUs moved
