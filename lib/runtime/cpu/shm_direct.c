@@ -35,6 +35,8 @@
  * samples in the waits of large calls: the time from a peer's publish
  * (stamped beside its counter) to seeing it, when the wait had begun before
  * it and spun; an estimate not renewed for SHM_HANDOFF_AGE_MS lapses.
+ * Where the ranks outnumber the CPUs nothing is sampled (the waits yield):
+ * there a broadcast's root streams every large call (bcast_xfer).
  * What a reader reads does not depend on the choice.
  * The stage counters are monotonic over the communicator's life, so every
  * rank derives the same stage numbers without extra synchronization.
@@ -415,6 +417,26 @@ static struct xfer xfer_for(struct dpg_shm *s, size_t bytes)
 	return x;
 }
 
+/* A broadcast's: the same, except that where the ranks outnumber the CPUs
+ * (their waits yield, so no handoff is sampled) the root streams every
+ * large call.  4 ranks on 2 vCPUs, alternating runs (2026-11-28): while
+ * the vCPUs were apart, 64 KiB / 256 KiB / 1 MiB took 11-12 / 32-37 /
+ * 124-131 us streamed against 29-39 / 120-124 / 444-453 not (16 / 64 MiB:
+ * 6.7 / 27 ms not streamed); while they shared a cache, 64 KiB-1 MiB took
+ * the same or less streamed, 4-64 MiB 0.80-0.93x.  All-gathers and
+ * reductions are left alone: streamed, they took 0.74-0.87x and 0.4-0.8x
+ * while the vCPUs shared a cache. */
+static struct xfer bcast_xfer(struct dpg_shm *s, size_t bytes)
+{
+	struct xfer x = xfer_for(s, bytes);
+
+	if (s->oversub && s->stream == 0 && bytes >= SHM_STREAM_BYTES) {
+		x.nt_in = true;
+		x.timed = false;
+	}
+	return x;
+}
+
 /* Copy stage g's chunk, all but my own slice, into my slot; publish in. */
 static int ar_copy_in(struct dpg_shm *s, uint64_t g, const struct ar_stage *st,
 		      const char *send, size_t es, struct xfer x,
@@ -694,7 +716,7 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 
 	if (count == 0)
 		return 0;
-	x = xfer_for(s, count * es);
+	x = bcast_xfer(s, count * es);
 	s->g += (count + E - 1) / E;
 	rc = stamp_put(s, g0, w, err);
 	if (rc == 0 && s->me == root)

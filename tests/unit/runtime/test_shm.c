@@ -427,7 +427,7 @@ static float split_val(int q, int call, size_t i)
 	return (float)((q + 1) * 1000003 + call * 7919 + (int)(i % 100003));
 }
 
-static int split_rank(struct rk *r)
+static int split_run(struct rk *r, int oversub)
 {
 	static const size_t counts[] = { 3, 4095, 4097, 65537, 300001, 1 << 20 };
 	struct dpg_err err = { "" };
@@ -438,7 +438,7 @@ static int split_rank(struct rk *r)
 	int call = 0, q, rc = 0;
 
 	CHK(a != NULL && b != NULL, "out of memory");
-	r->cfg.oversub = 0;
+	r->cfg.oversub = oversub;
 	r->cfg.slot_bytes = 0;
 	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
 	for (int round = 0; round < 3 && rc == 0; round++)
@@ -474,11 +474,24 @@ static int split_rank(struct rk *r)
 	return rc;
 }
 
+static int split_rank(struct rk *r)
+{
+	return split_run(r, 0);
+}
+
+/* The same where the ranks outnumber the CPUs: slot-sized stages, and a
+ * broadcast root that streams every call from 64 KiB (shm_direct.c). */
+static int split_oversub_rank(struct rk *r)
+{
+	return split_run(r, 1);
+}
+
 static void test_split_copies(void **state)
 {
 	(void)state;
 	run_ranks(2, split_rank, 60);
 	run_ranks(3, split_rank, 60);
+	run_ranks(3, split_oversub_rank, 60);
 }
 
 /* Streamed copies into the slots (forced on: what a host whose CPUs pass
