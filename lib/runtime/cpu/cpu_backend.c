@@ -45,6 +45,8 @@
  * With 16 ranks or fewer: 2(n-1)(L + c/nB) > (n-1)(L + c/B) while c < ~LB. */
 #define CPU_SMALL_AR_BYTES (16u << 10)
 #define CPU_SMALL_AR_RANKS 16
+/* All-gathers with blocks up to this many bytes run two-way (ag_steps). */
+#define CPU_TWO_WAY_AG_BYTES (16u << 10)
 
 /* ------------------------------------------------------------ the ops */
 
@@ -141,11 +143,28 @@ static int scratch_reserve(struct dpg_cpu *p, size_t need, struct dpg_err *err)
 
 /* Every hop of the ring runs over TCP and there are 3 ranks or more: a
  * broadcast also goes backward from its root (ring.c's two-way jobs), so
- * that it travels at most half way round.  (All-gathers measured slower
- * two-way, 4 ranks on 2 vCPUs: 0.8x at 4 KiB; they stay one-way.) */
+ * that it travels at most half way round; so does a small all-gather
+ * (below). */
 static bool two_way(const struct dpg_cpu *p)
 {
 	return p->n >= 3 && p->tcp_only;
+}
+
+/* An all-gather's steps (the gathered allreduce's too): n - 1 forward; or,
+ * two-way with blocks of at most CPU_TWO_WAY_AG_BYTES, n/2 forward and the
+ * rest backward, so that the last block arrives after n/2 dependent hops
+ * instead of n - 1.  4 ranks on 2 vCPUs, 6 alternating runs, us: all_gather
+ * of 4 / 16 / 64 KiB 46-47 / 48-52 / 61-64 against 45-55 / 49-72 / 62-81
+ * one-way, allreduce of 4 KiB 50-52 against 50-63; 256 KiB 114-147 against
+ * 120-127 and 1 MiB 363-423 against 326-477 (so larger blocks stay
+ * one-way); 3 and 5 ranks within the noise. */
+static void ag_steps(const struct dpg_cpu *p, struct dpg_ring_job *j)
+{
+	j->T_out = j->T_in = p->n - 1;
+	if (two_way(p) && j->count * j->es <= CPU_TWO_WAY_AG_BYTES) {
+		j->T_out = j->T_in = p->n / 2;
+		j->B_out = j->B_in = p->n - 1 - p->n / 2;
+	}
 }
 
 /* A small allreduce over the ring: gather every rank's buffer into scratch
@@ -169,7 +188,7 @@ static int allreduce_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const v
 	j->count = count;
 	j->es = es;
 	j->dt = dt;
-	j->T_out = j->T_in = p->n - 1;
+	ag_steps(p, j);
 	j->dep = 1;
 	j->out0_free = true;
 	rc = dpg_ring_run(p, j, err);
@@ -317,7 +336,7 @@ static int cpu_all_gather(struct dpg_comm *c, const void *send, void *recv, size
 	j.count = sendcount;
 	j.es = es;
 	j.dt = dt;
-	j.T_out = j.T_in = p->n - 1;
+	ag_steps(p, &j);
 	j.dep = 1;
 	j.out0_free = true;
 	return dpg_ring_run(p, &j, err);

@@ -14,7 +14,8 @@
  *   reduce-scatter step t (0 <= t < n-1): send block (p-t-1), receive block
  *     (p-t-2) and combine it with our own input; after n-1 steps block p is
  *     fully reduced here (the last combine applies avg's division);
- *   all-gather step u: send block (p-u) (our own first), receive (p-u-1);
+ *   all-gather step u: send block (p-u) (our own first), receive (p-u-1)
+ *     (small ones two-way where every hop is TCP: see two-way jobs);
  *   allreduce = both (2(n-1) steps, blocks of count/n elements, any count);
  *   broadcast = a chain from the root, pipelined the same way (two chains,
  *     forward and backward, where every hop is TCP: see two-way jobs).
@@ -548,17 +549,30 @@ static size_t out_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
  * steps towards prev, over the reverse direction of the notice connections
  * (prev.cfd out, next.cfd in; unused otherwise), so that the root's data
  * reaches the ranks behind it backward and travels at most half way round.
+ * A two-way all-gather's backward step t sends our own block, then the one
+ * its step t - 1 took (block p+t), and takes block p+1+t: with n/2 steps
+ * forward and n-1-n/2 backward every block arrives, none twice.
  * The lane starts with the call's stamp where it carries data, checked
  * before the data is used; the forward hop a two-way broadcast leaves idle
  * keeps its stamp and owes its check like a one-way broadcast's last hop.
  * Only where every hop is TCP (cpu_backend.c). */
 
-static void bwd_out_step(const struct dpg_ring_job *j, int t, struct step *s)
+/* Where a two-way all-gather's backward step t goes: out, our own block
+ * then the one backward in step t - 1 took; in, block pos + 1 + t. */
+static size_t bwd_ag_off(const struct dpg_cpu *p, const struct dpg_ring_job *j, int b)
+{
+	return (size_t)p->ring[dpg_ring_mod(p->pos + b, p->n)] * j->count * j->es;
+}
+
+static void bwd_out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
+			 struct step *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->wes = t < 0 ? 8 : j->es;
 	s->src = t < 0 ? (const char *)&j->stamp : j->recv;
 	s->len = t < 0 ? sizeof(j->stamp) : j->count * j->es;
+	if (t >= 0 && j->kind == DPG_JOB_AG)
+		s->src += bwd_ag_off(p, j, t);
 }
 
 static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, struct step *s)
@@ -567,23 +581,26 @@ static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, 
 	s->wes = t < 0 ? 8 : j->es;
 	s->dst = t < 0 ? (char *)&p->bstamp : j->recv;
 	s->len = t < 0 ? sizeof(p->bstamp) : j->count * j->es;
+	if (t >= 0 && j->kind == DPG_JOB_AG)
+		s->dst += bwd_ag_off(p, j, t + 1);
 }
 
 /* Bytes of backward out step 0 that may go, for the lane's stamp to carry. */
-static size_t bwd_step0_ready(const struct dpg_ring_job *j, const struct eng *e,
-			      struct step *s0)
+static size_t bwd_step0_ready(const struct dpg_cpu *p, const struct dpg_ring_job *j,
+			      const struct eng *e, struct step *s0)
 {
-	bwd_out_step(j, 0, s0);
+	bwd_out_step(p, j, 0, s0);
 	return lane_limit(j, 0, s0, e->bit, e->bioff, &e->bi);
 }
 
 /* Bytes of the current backward out step that may go: the lane's stamp
  * waits for data to go with it, as the forward lane's does (stamp_held). */
-static size_t bwd_limit(const struct dpg_ring_job *j, const struct eng *e)
+static size_t bwd_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
+			const struct eng *e)
 {
 	struct step s0;
 
-	if (e->bot == -1 && e->booff == 0 && !j->out0_free && bwd_step0_ready(j, e, &s0) == 0)
+	if (e->bot == -1 && e->booff == 0 && !j->out0_free && bwd_step0_ready(p, j, e, &s0) == 0)
 		return 0;
 	return lane_limit(j, e->bot, &e->bo, e->bit, e->bioff, &e->bi);
 }
@@ -606,7 +623,7 @@ static int bwd_send_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 	struct step s0;
 	ssize_t w;
 
-	if (j->B_out > 0 && (ready = bwd_step0_ready(j, e, &s0)) > 0) {
+	if (j->B_out > 0 && (ready = bwd_step0_ready(p, j, e, &s0)) > 0) {
 		iov[1].iov_base = (void *)s0.src;
 		iov[1].iov_len = ready < p->chunk ? ready : p->chunk;
 		m.msg_iovlen = 2;
@@ -623,7 +640,7 @@ static int bwd_send_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 	if (m.msg_iovlen == 2)
 		e->bo = s0;
 	else
-		bwd_out_step(j, 0, &e->bo);
+		bwd_out_step(p, j, 0, &e->bo);
 	return 1;
 }
 
@@ -631,7 +648,7 @@ static int bwd_send_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struc
 static int bwd_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    int64_t deadline, struct dpg_err *err)
 {
-	size_t lim = bwd_limit(j, e), len;
+	size_t lim = bwd_limit(p, j, e), len;
 	ssize_t w;
 
 	if (e->bot >= j->B_out || lim <= e->booff)
@@ -936,6 +953,30 @@ static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *e
 	return timeout_fail(p, waiting_for, err);
 }
 
+/* Our deadline passed while a two-way job waits for next on the backward
+ * lane.  next may be waiting itself (for its own next, or forward), so it
+ * is the culprit only if no verdict comes: the rank right behind a late
+ * one on the forward ring waits for it forward (timeout_verdict) wherever
+ * the late rank sends forward.  Wait n * CPU_GRACE_MS for that verdict
+ * (a 5-rank two-way all_gather whose rank 1 never called had rank 4 blame
+ * rank 0, which waited for rank 1); without one, blame next. */
+static int timeout_backward(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
+{
+	int64_t t0 = dpg_now_ms();
+	struct dpg_fail f;
+
+	for (;;) {
+		if (notice_poll(p, &f) > 0)
+			return fail_set(p, &f, err);
+		if (dpg_cpu_aborted(p))
+			return dpg_ring_fail_abort(p, err);
+		if (dpg_now_ms() - t0 >= (int64_t)p->n * CPU_GRACE_MS)
+			break;
+		notice_nap(p, -1);
+	}
+	return timeout_fail(p, waiting_for, err);
+}
+
 int dpg_ring_fail_abort(struct dpg_cpu *p, struct dpg_err *err)
 {
 	dpg_errf(err, "aborted");
@@ -944,7 +985,7 @@ int dpg_ring_fail_abort(struct dpg_cpu *p, struct dpg_err *err)
 
 /* Check notices, abort, deadline, the local peers we need; 0 = go on. */
 static int eng_health(struct dpg_cpu *p, int64_t deadline, bool want_in, bool want_out,
-		      int waiting_for, struct dpg_err *err)
+		      bool bwd_in, int waiting_for, struct dpg_err *err)
 {
 	struct dpg_fail f;
 	int rc;
@@ -961,7 +1002,8 @@ static int eng_health(struct dpg_cpu *p, int64_t deadline, bool want_in, bool wa
 	}
 	if (dpg_now_ms() >= deadline)
 		return want_in ? timeout_verdict(p, waiting_for, err) :
-				 timeout_fail(p, waiting_for, err);
+		       bwd_in ? timeout_backward(p, waiting_for, err) :
+				timeout_fail(p, waiting_for, err);
 	return 0;
 }
 
@@ -972,7 +1014,7 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	bool want_in = e->it < j->T_in;
 	bool want_out = e->ot < j->T_out && out_limit(p, j, e) > e->ooff;
 	bool bwd_in = e->bit < j->B_in;		/* two-way: TCP both ways */
-	bool bwd_out = e->bot < j->B_out && bwd_limit(j, e) > e->booff;
+	bool bwd_out = e->bot < j->B_out && bwd_limit(p, j, e) > e->booff;
 	bool tcp_in = (want_in && p->prev.kind == DPG_LINK_TCP) || bwd_in;
 	bool tcp_out = (want_out && p->next.kind == DPG_LINK_TCP) || bwd_out;
 	bool shm_in = want_in && p->prev.kind == DPG_LINK_SHM;
@@ -982,7 +1024,7 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	struct pollfd pf[6];
 	int np = 0, rc, timeout_ms;
 
-	rc = eng_health(p, deadline, want_in, want_out, waiting_for, err);
+	rc = eng_health(p, deadline, want_in, want_out, bwd_in, waiting_for, err);
 	if (rc != 0)
 		return rc;
 	if (!tcp_in && !tcp_out) {
@@ -1233,7 +1275,7 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	ep->bot = j->B_out > 0 ? -1 : 0;
 	ep->bit = j->B_in > 0 ? -1 : 0;
 	if (ep->bot < j->B_out)
-		bwd_out_step(j, ep->bot, &ep->bo);
+		bwd_out_step(p, j, ep->bot, &ep->bo);
 	if (ep->bit < j->B_in)
 		bwd_in_step(p, j, ep->bit, &ep->bi);
 	p->prev_waiting = false;
@@ -1264,7 +1306,7 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		while (ep->bot < j->B_out && ep->booff == ep->bo.len) {
 			ep->booff = 0;
 			if (++ep->bot < j->B_out)
-				bwd_out_step(j, ep->bot, &ep->bo);
+				bwd_out_step(p, j, ep->bot, &ep->bo);
 		}
 		while (ep->bit < j->B_in && ep->bioff == ep->bi.len) {
 			if (ep->bit == -1 && (rc = stamp_check_from(p, p->next.peer, &j->stamp,

@@ -112,8 +112,8 @@ struct dpg_ring_job {
 	dpg_dtype_t dt;
 	dpg_op_t op;
 	int T_out, T_in;
-	int B_out, B_in;	/* > 0: a two-way broadcast's steps backward (to
-				 * prev, from next; TCP hops only; ring.c) */
+	int B_out, B_in;	/* > 0: a two-way job's steps backward (to prev,
+				 * from next; TCP hops only; ring.c) */
 	int dep;		/* out step t needs in step t - dep (both ways) */
 	bool out0_free;		/* out step 0 needs nothing */
 	size_t base, rem;	/* allreduce block split */

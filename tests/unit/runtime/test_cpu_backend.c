@@ -749,11 +749,12 @@ struct fail_arg {
 	char name[48];
 	double *shared;		/* MAP_SHARED: [0] = the victim's exit time */
 	int mode;		/* 0 kill mid-call, 1 never call (timeout), 2 abort */
-	int op;			/* 0 allreduce, 1 all_gather, 2 broadcast */
+	int op;			/* 0 allreduce, 1 all_gather, 2 broadcast,
+				 * 3 a small all_gather (two-way over TCP) */
 };
 
 /* One call of a->op on buf (count floats; all_gather: count / n each into
- * out, count floats). */
+ * out, count floats; the small one 4 KiB in all). */
 static int fail_op(struct dpg_comm *c, const struct fail_arg *a, float *buf, float *out,
 		   size_t count, struct dpg_err *err)
 {
@@ -762,6 +763,9 @@ static int fail_op(struct dpg_comm *c, const struct fail_arg *a, float *buf, flo
 		return c->ops->all_gather(c, buf, out, count / (size_t)c->size, DPG_F32, NULL, err);
 	case 2:
 		return c->ops->broadcast(c, buf, count, DPG_F32, 0, NULL, err);
+	case 3:
+		return c->ops->all_gather(c, buf, out, 1024 / (size_t)c->size, DPG_F32, NULL,
+					  err);
 	default:
 		return c->ops->allreduce(c, buf, buf, count, DPG_F32, DPG_SUM, NULL, err);
 	}
@@ -855,7 +859,7 @@ static void run_fail_op(int n, int layout, int victim, int mode, int op)
 	bad = run_ranks(n, fail_child, &a, 60);
 	if (mode == 0)
 		fprintf(stderr, "  [%s %s n=%d victim %d: survivors noticed in <= %.3f s]\n",
-			op == 1 ? "all_gather" : op == 2 ? "broadcast" : "allreduce",
+			op == 1 || op == 3 ? "all_gather" : op == 2 ? "broadcast" : "allreduce",
 			layout_name(layout), n, victim, a.shared[1]);
 	else
 		fprintf(stderr, "  [%s n=%d rank %d never calls: %.2f s]\n", layout_name(layout),
@@ -877,6 +881,12 @@ static void test_kill_tcp(void **state)
 	/* two-way broadcasts: the root, a rank it reaches backward */
 	run_fail_op(4, L_TCP, 0, 0, 2);
 	run_fail_op(4, L_TCP, 3, 0, 2);
+	/* a two-way all_gather: a rank dies; a rank never calls (ranks wait
+	 * for it backward through others: the late one is still blamed) */
+	run_fail_op(4, L_TCP, 2, 0, 3);
+	run_fail_op(5, L_TCP, 1, 1, 3);
+	/* a two-way broadcast whose root never calls */
+	run_fail_op(5, L_TCP, 0, 1, 2);
 }
 
 static void test_kill_shm(void **state)
