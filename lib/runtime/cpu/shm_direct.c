@@ -424,7 +424,7 @@ static struct xfer xfer_for(struct dpg_shm *s, size_t bytes)
  * 124-131 us streamed against 29-39 / 120-124 / 444-453 not (16 / 64 MiB:
  * 6.7 / 27 ms not streamed); while they shared a cache, 64 KiB-1 MiB took
  * the same or less streamed, 4-64 MiB 0.80-0.93x.  All-gathers and
- * reductions are left alone: streamed, they took 0.74-0.87x and 0.4-0.8x
+ * reductions are left alone: streamed, they took 0.60-0.91x and 0.4-0.8x
  * while the vCPUs shared a cache. */
 static struct xfer bcast_xfer(struct dpg_shm *s, size_t bytes)
 {
