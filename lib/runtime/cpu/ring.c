@@ -913,6 +913,28 @@ static int timeout_fail(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
 	return fail_self(p, DPG_FAIL_TIMEOUT, waiting_for, -DPG_ERR_TIMEOUT, err);
 }
 
+/* Wait for a verdict (a failure notice, the node's failure word) after
+ * our deadline: CPU_GRACE_MS, or n * CPU_GRACE_MS when `patient` or once
+ * prev says it waits too; without one, blame waiting_for. */
+static int await_verdict(struct dpg_cpu *p, int waiting_for, bool patient,
+			 struct dpg_err *err)
+{
+	int64_t t0 = dpg_now_ms();
+	struct dpg_fail f;
+
+	for (;;) {
+		if (notice_poll(p, &f) > 0)
+			return fail_set(p, &f, err);
+		if (dpg_cpu_aborted(p))
+			return dpg_ring_fail_abort(p, err);
+		if (dpg_now_ms() - t0 >= (patient || p->prev_waiting ?
+					  (int64_t)p->n * CPU_GRACE_MS : CPU_GRACE_MS))
+			break;
+		notice_nap(p, -1);
+	}
+	return timeout_fail(p, waiting_for, err);
+}
+
 /* Our deadline passed while we wait for input from prev.  On a ring every
  * rank behind a stalled one waits for its own predecessor, so "prev" is the
  * culprit only if prev is not waiting itself: tell next that we are waiting
@@ -925,8 +947,6 @@ static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *e
 {
 	struct dpg_fail w = { .why = DPG_FAIL_WAITING, .culprit = p->prev.peer,
 			      .reporter = p->rank };
-	int64_t t0 = dpg_now_ms();
-	struct dpg_fail f;
 
 	if (p->n < 3 || p->prev.kind == DPG_LINK_NONE || waiting_for != p->prev.peer)
 		return timeout_fail(p, waiting_for, err);
@@ -940,41 +960,7 @@ static int timeout_verdict(struct dpg_cpu *p, int waiting_for, struct dpg_err *e
 			return timeout_fail(p, waiting_for, err);
 		p->prev_waiting = true;
 	}
-	for (;;) {
-		if (notice_poll(p, &f) > 0)
-			return fail_set(p, &f, err);
-		if (dpg_cpu_aborted(p))
-			return dpg_ring_fail_abort(p, err);
-		if (dpg_now_ms() - t0 >= (p->prev_waiting ? (int64_t)p->n * CPU_GRACE_MS :
-					  CPU_GRACE_MS))
-			break;
-		notice_nap(p, -1);
-	}
-	return timeout_fail(p, waiting_for, err);
-}
-
-/* Our deadline passed while a two-way job waits for next on the backward
- * lane.  next may be waiting itself (for its own next, or forward), so it
- * is the culprit only if no verdict comes: the rank right behind a late
- * one on the forward ring waits for it forward (timeout_verdict) wherever
- * the late rank sends forward.  Wait n * CPU_GRACE_MS for that verdict
- * (a 5-rank two-way all_gather whose rank 1 never called had rank 4 blame
- * rank 0, which waited for rank 1); without one, blame next. */
-static int timeout_backward(struct dpg_cpu *p, int waiting_for, struct dpg_err *err)
-{
-	int64_t t0 = dpg_now_ms();
-	struct dpg_fail f;
-
-	for (;;) {
-		if (notice_poll(p, &f) > 0)
-			return fail_set(p, &f, err);
-		if (dpg_cpu_aborted(p))
-			return dpg_ring_fail_abort(p, err);
-		if (dpg_now_ms() - t0 >= (int64_t)p->n * CPU_GRACE_MS)
-			break;
-		notice_nap(p, -1);
-	}
-	return timeout_fail(p, waiting_for, err);
+	return await_verdict(p, waiting_for, false, err);
 }
 
 int dpg_ring_fail_abort(struct dpg_cpu *p, struct dpg_err *err)
@@ -1001,8 +987,14 @@ static int eng_health(struct dpg_cpu *p, int64_t deadline, bool want_in, bool wa
 			return dpg_ring_fail_shm(p, rc, err);
 	}
 	if (dpg_now_ms() >= deadline)
+		/* waiting backward (a two-way job), next may wait itself: the
+		 * rank right behind a late one on the forward ring judges it
+		 * (timeout_verdict) wherever the late rank sends forward, so
+		 * wait for that verdict (a 5-rank two-way all_gather whose
+		 * rank 1 never called had rank 4 blame rank 0, which waited
+		 * for rank 1); without one, blame next */
 		return want_in ? timeout_verdict(p, waiting_for, err) :
-		       bwd_in ? timeout_backward(p, waiting_for, err) :
+		       bwd_in ? await_verdict(p, waiting_for, true, err) :
 				timeout_fail(p, waiting_for, err);
 	return 0;
 }
