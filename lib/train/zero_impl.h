@@ -70,7 +70,8 @@ struct dpg_zero {
 	int nstate;		/* master + moments */
 	/* buffers (device memory on the GPU) */
 	void *param_full;	/* stages 1-2: L.padded_numel working parameters */
-	void *param_shard;	/* stage 3: L.shard_numel */
+	void *param_shard;	/* stage 3: L.shard_numel; fp32: state[0] itself
+				 * (not owned, shard_is_master) */
 	float *state[DPG_CKPT_MAX_STATE];	/* master, m / momentum, v */
 	float *grad_full;	/* stage 1: L.padded_numel */
 	float *grad_shard;	/* stages 2-3: L.shard_numel */
