@@ -105,6 +105,21 @@ for w in map(int, sys.argv[2].split()):
             w, s, ms, "%.2f" % rel if rel is not None else "-",
             "%.2f" % peer if peer else "-", "%.2f" % (peer / ms) if peer else "-",
             kv["param_MiB"], kv["grad_MiB"], kv["optim_MiB"]))
+# every round's ratio to stage 1, in run order: the spread behind each median
+others = [s for s in map(int, sys.argv[3].split()) if s != 1]
+if 1 in map(int, sys.argv[3].split()) and others:
+    print()
+    print("The rounds' ratios to stage 1, in run order (the table's column is their median):")
+    print()
+    print("| world | " + " | ".join("stage %d / stage 1" % s for s in others) + " |")
+    print("|---:|" + "---|" * len(others))
+    for w in map(int, sys.argv[2].split()):
+        cols = []
+        for s in others:
+            cols.append(" ".join("%.2f" % (float(runs[(r, w, s)]["step_ms"]) /
+                                           float(runs[(r, w, 1)]["step_ms"]))
+                                 for r in rounds if (r, w, s) in runs and (r, w, 1) in runs))
+        print("| %d | %s |" % (w, " | ".join(cols)))
 PYEOF
 if [ -n "$out" ]; then
 	cp "$tmp/out.md" "$out"

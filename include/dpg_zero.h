@@ -149,8 +149,9 @@ typedef struct dpg_step_stats {
  * with learning rate lr (collective).  stats may be NULL. */
 dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats);
 
-/* Bytes this rank holds now for working parameters (stage 3: its shard
- * plus one buffer of the largest unit per gathered unit), gradients and
+/* Bytes this rank holds now for working parameters (stage 3: one buffer
+ * of the largest unit per gathered unit, plus its shard where param_dtype
+ * is bf16; an fp32 working shard is the master copy itself), gradients and
  * optimizer state (fp32 master + moments); cached_bytes: released stage-3
  * gather buffers kept for reuse (at most two); the padded element count of
  * the model and of one shard. */
