@@ -13,7 +13,8 @@
 # llvm-14, /usr/bin/llvm-symbolizer-14).
 # Environment: CC (default clang), FUZZ_WORKDIR (keep the build/corpora there
 # instead of a temp dir that is removed when all is clean), FUZZ_ONLY="hostlist
-# store" (subset), ASAN_SYMBOLIZER_PATH (default: the llvm-symbolizer found).
+# store" (subset), FUZZ_PAR (harnesses fuzzed at once; default the CPUs, at
+# most 4), ASAN_SYMBOLIZER_PATH (default: the llvm-symbolizer found).
 set -u
 
 secs=${1:-60}
@@ -93,15 +94,20 @@ if ! lib_archive; then
 	done
 	exit 1
 fi
-for name in ${FUZZ_ONLY:-hostlist conf contract store store_client topo join ckpt gpulist notice}; do
+# one harness: build it, fuzz it for $secs; its verdict line into
+# $work/verdict_NAME (stdout) and $work/detail_NAME (what goes to stderr)
+fuzz_one() {
+	name=$1
 	bin=$work/fuzz_$name
+	out=$work/verdict_$name
+	det=$work/detail_$name
+	: >"$det"
 	# shellcheck disable=SC2046,SC2086 # word splitting of flags and sources is wanted
 	if ! $CC $cflags "$here/fuzz_$name.c" "$work/libdpg-fuzz.a" $libs -o "$bin" \
 			>"$work/build_$name.log" 2>&1; then
-		echo "CRASH $name (build failed, see below)"
-		cat "$work/build_$name.log" >&2
-		bad=$((bad + 1))
-		continue
+		echo "CRASH $name (build failed, see below)" >"$out"
+		cat "$work/build_$name.log" >"$det"
+		return
 	fi
 	corpus=$work/corpus_$name
 	mkdir -p "$corpus"
@@ -120,17 +126,48 @@ for name in ${FUZZ_ONLY:-hostlist conf contract store store_client topo join ckp
 	rc=$?
 	art=$(find "$arts" -type f 2>/dev/null | head -n 1)
 	if [ "$rc" -ne 0 ] || [ -n "$art" ]; then
-		keep_work=1
-		echo "CRASH $name ${art:-"(no artifact, rc $rc)"} (log $log; replay: $bin ${art:-FILE})"
+		echo "CRASH $name ${art:-"(no artifact, rc $rc)"} (log $log; replay: $bin ${art:-FILE})" >"$out"
 		# the harness's own message comes just before the sanitizer's report
-		grep -v -e '^dpg store: ' -e '^#[0-9]' "$log" | tail -n 80 >&2
-		bad=$((bad + 1))
-		continue
+		grep -v -e '^dpg store: ' -e '^#[0-9]' "$log" | tail -n 80 >"$det"
+		return
 	fi
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 	cov=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -n 1 | sed 's/.*cov: \([0-9]*\).*/\1/')
-	echo "ok $name (${execs:-?} execs, cov ${cov:-?})"
-	ok=$((ok + 1))
+	echo "ok $name (${execs:-?} execs, cov ${cov:-?})" >"$out"
+}
+
+# FUZZ_PAR harnesses at a time (default: the CPUs, at most 4), each still
+# fuzzed for $secs on a CPU of its own (libFuzzer runs one thread); the
+# verdicts are printed in the list's order
+par=${FUZZ_PAR:-$(nproc 2>/dev/null || echo 1)}
+case $par in ''|*[!0-9]*|0) par=1 ;; esac
+[ "$par" -gt 4 ] && par=4
+names=${FUZZ_ONLY:-hostlist conf contract store store_client topo join ckpt gpulist notice}
+pids=
+i=0
+for name in $names; do
+	fuzz_one "$name" &
+	pids="$pids $!"
+	i=$((i + 1))
+	if [ $((i % par)) = 0 ]; then
+		for p in $pids; do wait "$p"; done
+		pids=
+	fi
+done
+for p in $pids; do wait "$p"; done
+for name in $names; do
+	if [ ! -s "$work/verdict_$name" ]; then
+		echo "CRASH $name (no verdict: the runner itself failed)"
+		bad=$((bad + 1))
+		continue
+	fi
+	cat "$work/verdict_$name"
+	case $(cat "$work/verdict_$name") in
+	ok\ *) ok=$((ok + 1)) ;;
+	*)	keep_work=1
+		cat "$work/detail_$name" >&2
+		bad=$((bad + 1)) ;;
+	esac
 done
 echo "$ok ok, $bad crashed"
 [ "$bad" -eq 0 ]
