@@ -144,7 +144,7 @@ check_gpu() {
 		has "$1" "^\\| $op \\| " "the $op rows" || return 1
 	done &&
 	table "$1" '^\| kernel \| B/elem \| elements' 2 2 3 4 5 6 7 &&
-	table "$1" '^\| dpg_zero_step' 2 2 3 4 &&
+	table "$1" '^\| dpg_zero_step' 4 2 3 4 5 &&
 	if has "$1" '^SKIPPED: train on the GPU' "" >/dev/null; then :; else
 		table "$1" '^\| train arguments \| ranks \| GPU samples/s' 1 2 3 4 5
 	fi

@@ -8,7 +8,7 @@
 #      single-rank path and the per-call overheads are what is measured);
 #   2. bench/optim_gpu_bench: the AdamW and SGD shard update kernels in GB/s
 #      vs cudaMemcpy device to device of the same bytes, and dpg_zero_step
-#      at world 1 on NCCL;
+#      at world 1 on NCCL, stages 1 and 3;
 #   3. bench/train_gpu_bench.sh: examples/train samples/s on GPU vs CPU.
 # The whole run takes a few minutes with the defaults (one H100: ~2).
 #
