@@ -227,6 +227,35 @@ def cell(key):
 def human(b):
     return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
 
+def perm_p(a, b):
+    """Two-sided exact permutation test of two samples' rank sums (the
+    Mann-Whitney test, ties at mid-ranks): the share of the ways to split
+    the pooled values into groups of len(a) and len(b) whose rank sum lies
+    at least as far from its mean as a's does.  None below 2 values each."""
+    import itertools
+    if len(a) < 2 or len(b) < 2:
+        return None
+    pool = sorted(a + b)
+    rank = {}
+    for v in set(pool):
+        lo = pool.index(v)
+        rank[v] = lo + (pool.count(v) + 1) / 2.0
+    ranks = [rank[v] for v in a + b]
+    mean = len(a) * (len(pool) + 1) / 2.0
+    obs = abs(sum(ranks[:len(a)]) - mean)
+    hits = total = 0
+    for idx in itertools.combinations(range(len(pool)), len(a)):
+        total += 1
+        if abs(sum(ranks[i] for i in idx) - mean) >= obs - 1e-9:
+            hits += 1
+    return hits / total
+
+def runs_bw(key):
+    return [x[0] for x in rows.get(key, [])]
+
+def pfmt(pv):
+    return "%.3f" % pv if pv is not None else "-"
+
 keys = sorted({(k[1], k[2], k[3]) for k in rows if not k[0].startswith("limit")},
               key=lambda k: (k[2], k[0], k[1]))
 ops = ["allreduce", "reduce_scatter", "allgather", "bcast"]
@@ -276,7 +305,9 @@ if not worst:
 for p in peers:
     if p in worst:
         r, op, t, n, b = worst[p]
-        lines.append("worst vs %s: %.2fx (%s %s n=%d %s)" % (pname[p], r, op, t, n, human(b)))
+        pv = perm_p(runs_bw(("dpg", t, n, op, b)), runs_bw((p, t, n, op, b)))
+        lines.append("worst vs %s: %.2fx (%s %s n=%d %s; runs' p = %s)" % (
+            pname[p], r, op, t, n, human(b), pfmt(pv)))
 lines.append("")
 def ref(t, n, op, b, kind=""):
     """The reference busbw of a cell and how it waited: shm's one-node
@@ -307,21 +338,27 @@ lines.append("")
 if not below:
     lines.append("none" if worst else "no peer ran")
 else:
+    pvs = [perm_p(runs_bw(("dpg", t, n, op, b)), runs_bw((p, t, n, op, b)))
+           for p, r, op, t, n, b, d, o in below]
+    sig = sum(1 for pv in pvs if pv is not None and pv < 0.05)
     lines.append("Each with the references measured in the same run (shm: the one-node "
                  "reference; tcp: the TCP references, bare and in a ring's order, below) and "
-                 "dpg's and the peer's share of each.")
+                 "dpg's and the peer's share of each.  p: how often runs this far apart come "
+                 "from two implementations that do not differ (exact two-sided permutation "
+                 "test of the runs' rank sums, Mann-Whitney; with 5 runs each it cannot go "
+                 "below 0.008).  %d of the %d cells have p < 0.05." % (sig, len(below)))
     lines.append("")
-    lines.append("| peer | op | transport | n | size | dpg | peer | ratio | reference | dpg / ref "
+    lines.append("| peer | op | transport | n | size | dpg | peer | ratio | p | reference | dpg / ref "
                  "| peer / ref | ring ref | dpg / ring | peer / ring | per run, us: dpg / peer |")
-    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     def per_run(key):
         return " ".join("%.3g" % x[1] for x in sorted(rows.get(key, []), key=lambda x: x[3]))
     share = lambda x, lim: "%.2f" % (x / lim) if lim else "-"
-    for p, r, op, t, n, b, d, o in below:
+    for (p, r, op, t, n, b, d, o), pv in zip(below, pvs):
         lim, how = ref(t, n, op, b)
         rl, rhow = ref(t, n, op, b, "ring")
-        lines.append("| %s | %s | %s | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s / %s |" % (
-            pname[p], op, t, n, human(b), fmt(d, ""), fmt(o, ""), r,
+        lines.append("| %s | %s | %s | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
+            pname[p], op, t, n, human(b), fmt(d, ""), fmt(o, ""), r, pfmt(pv),
             (fmt(lim, "") + (" (%s)" % how if how else "")) if lim else "-",
             share(d, lim), share(o, lim),
             (fmt(rl, "") + " (%s)" % rhow) if rl else "-", share(d, rl), share(o, rl),
