@@ -41,7 +41,7 @@ deps=(build-essential debhelper dh-autoreconf dpkg-dev autoconf automake libtool
 if [ "${DPG_SKIP_DEPS:-0}" != 1 ]; then
 	missing=()
 	for p in "${deps[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		grep -q 'install ok installed' <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" ||
 			missing+=("$p")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
@@ -181,12 +181,12 @@ no_missing_libs() { # ldd FILE: every needed library resolves
 	out=$(ldd "$1" 2>&1) || { echo "$out" | sed 's/^/   | /'; return 1; }
 	! echo "$out" | grep -q 'not found' || { echo "$out" | grep 'not found' | sed 's/^/   | /'; return 1; }
 }
-check "dpg.so exports slurm_spank_init" eval 'nm -D --defined-only "$plugdir/dpg.so" | grep -qw slurm_spank_init'
+check "dpg.so exports slurm_spank_init" eval 'grep -qw slurm_spank_init <<<"$(nm -D --defined-only "$plugdir/dpg.so")"'
 check "dpg.so exports plugin_name, plugin_type, plugin_version" eval \
 	'[ "$(nm -D --defined-only "$plugdir/dpg.so" | grep -cwE "plugin_(name|type|version)")" -eq 3 ]'
 check "dpg.so: no missing libraries (ldd)" no_missing_libs "$plugdir/dpg.so"
 check "dpg.so links neither libdpg nor libslurm" eval \
-	'! readelf -d "$plugdir/dpg.so" | grep NEEDED | grep -qE "libdpg|libslurm"'
+	'! grep -qE "NEEDED.*(libdpg|libslurm)" <<<"$(readelf -d "$plugdir/dpg.so")"'
 check "dpg-plan: no missing libraries (ldd)" no_missing_libs "$plan"
 check "libdpg.so.0: no missing libraries (ldd)" no_missing_libs "$libdir/libdpg.so.0"
 no_gpu_needed() { # one libdpg for every node: no CUDA/NCCL in libdpg0
@@ -194,7 +194,7 @@ no_gpu_needed() { # one libdpg for every node: no CUDA/NCCL in libdpg0
 	dep=$(dpkg-deb -f "$work/libdpg0_${version}_${arch}.deb" Depends)
 	echo "   | libdpg0 Depends: $dep"
 	! echo "$dep" | grep -qiE 'cuda|nccl' &&
-		! readelf -d "$libdir/libdpg.so.0" | grep NEEDED | grep -qiE 'libcuda|libcudart|libnccl|libcublas'
+		! grep -qiE 'NEEDED.*(libcuda|libcudart|libnccl|libcublas)' <<<"$(readelf -d "$libdir/libdpg.so.0")"
 }
 check "libdpg0 neither depends on nor links CUDA/NCCL" no_gpu_needed
 if [ "$cuda" = 1 ]; then
@@ -209,7 +209,7 @@ if [ "$cuda" = 1 ]; then
 	check "libdpg0-cuda holds dpg/dpg-cuda.so (exports dpg_gpumod_v3), depends on libdpg0 and libnccl2" cuda_pkg_ok
 	check "dpg-cuda.so: no missing libraries (ldd)" no_missing_libs "$mod"
 fi
-check "libdpg SONAME is libdpg.so.0" eval 'readelf -d "$libdir/libdpg.so.0" | grep -q "SONAME.*\[libdpg.so.0\]"'
+check "libdpg SONAME is libdpg.so.0" eval 'grep -q "SONAME.*\[libdpg.so.0\]" <<<"$(readelf -d "$libdir/libdpg.so.0")"'
 check "libdpg exports only dpg_* symbols" eval \
 	'! nm -D --defined-only "$libdir/libdpg.so.0" | awk "\$2 ~ /^[TDBRVW]\$/ {print \$3}" | grep -v "^dpg_"'
 
@@ -229,7 +229,9 @@ check "allreduce_demo.c compiles out of tree against the packaged header+lib" \
 	cc -Wall -Wextra -Werror -o "$work/demo/allreduce_demo" "$work/demo/allreduce_demo.c" $flags
 demo_ok() {
 	local out
-	ldd "$work/demo/allreduce_demo" | grep -q "libdpg.so.0 => $libdir/" || {
+	# (captured first: under pipefail, grep -q quitting early can kill ldd
+	# with SIGPIPE and fail the pipeline after a match)
+	grep -q "libdpg.so.0 => $libdir/" <<<"$(ldd "$work/demo/allreduce_demo")" || {
 		echo "   | libdpg not resolved from the unpacked root"; return 1; }
 	# no Slurm or DPG_* environment: a world of one
 	out=$(cd "$work/demo" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$libdir" \

@@ -148,7 +148,7 @@ e2e_pick_ports() {
 	export CTLD_PORT SLURMD_PORT
 	if [ "${NETNS:-0}" = 1 ] && [ -z "${NETNS_NET:-}" ]; then
 		for x in $(seq 250 -1 200); do
-			ip -4 -o addr show 2>/dev/null | grep -q " 10.$x.0.1/" || { NETNS_NET=10.$x.0; break; }
+			grep -q " 10.$x.0.1/" <<<"$(ip -4 -o addr show 2>/dev/null)" || { NETNS_NET=10.$x.0; break; }
 		done
 		export NETNS_NET
 	fi

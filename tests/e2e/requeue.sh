@@ -392,7 +392,7 @@ c_requeue_preempt_cancel() {
 	sed -i -e '/^PartitionName=debug /s/PreemptMode=REQUEUE/PreemptMode=CANCEL/' \
 		-e 's/^MailProg=.*/&\nSlurmctldParameters=preempt_send_user_signal/' "$conf"
 	grep -E '^SlurmctldParameters|^PartitionName=debug' "$conf"
-	if scontrol reconfigure && scontrol show partition debug | grep -q 'PreemptMode=CANCEL'; then
+	if scontrol reconfigure && grep -q 'PreemptMode=CANCEL' <<<"$(scontrol show partition debug)"; then
 		c_requeue_preempt cancel
 		rc=$?
 	else
