@@ -111,7 +111,7 @@ for p in $ports; do
 		die "port $p is already in use (another cluster or a system slurmctld/slurmd?): choose free ones with CTLD_PORT=... SLURMD_PORT=..."
 	fi
 done
-if [ "$NETNS" = 1 ] && ip -4 -o addr show 2>/dev/null | grep -q " $NETNS_NET\.1/"; then
+if [ "$NETNS" = 1 ] && grep -q " $NETNS_NET\.1/" <<<"$(ip -4 -o addr show 2>/dev/null)"; then
 	die "address $NETNS_NET.1 is already configured here (another NETNS cluster?): choose another NETNS_NET=..."
 fi
 
