@@ -152,9 +152,10 @@ dpg_status_t dpg_zero_step(dpg_zero_t *z, float lr, dpg_step_stats_t *stats);
 /* Bytes this rank holds now for working parameters (stage 3: one buffer
  * of the largest unit per gathered unit, plus its shard where param_dtype
  * is bf16; an fp32 working shard is the master copy itself), gradients and
- * optimizer state (fp32 master + moments); cached_bytes: released stage-3
- * gather buffers kept for reuse (at most two); the padded element count of
- * the model and of one shard. */
+ * optimizer state (fp32 master + moments); cached_bytes: released buffers
+ * kept for reuse, each the size of the largest unit: at most two stage-3
+ * gather buffers and two unit gradients (stages 2-3, and bf16 reductions);
+ * the padded element count of the model and of one shard. */
 typedef struct dpg_zero_mem {
 	size_t param_bytes, grad_bytes, optim_bytes;
 	size_t cached_bytes;

@@ -510,7 +510,8 @@ static int commit_buffers(struct dpg_zero *z, struct dpg_err *e)
 	size_t sh = z->L.shard_numel, k;
 	int rc;
 
-	z->mem.gbuf_bytes = z->L.max_unit_padded * z->ps;
+	z->mem.gather.bytes = z->L.max_unit_padded * z->ps;
+	z->mem.grad.bytes = z->L.max_unit_padded * sizeof(float);
 	for (k = 0; k < (size_t)z->nstate; k++)
 		if ((rc = zalloc(z, (void **)&z->state[k], sh * sizeof(float), &z->optim_bytes,
 				 op, e)) != 0)
@@ -586,7 +587,7 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	zfree(z, (void **)&z->grad_full, 0, NULL);
 	zfree(z, (void **)&z->grad_shard, 0, NULL);
 	zfree(z, &z->dscratch, 0, NULL);
-	dpg_zmem_gbuf_drain(&z->mem);
+	dpg_zmem_pool_drain(&z->mem);
 	if (z->mesh)
 		dpg_mesh_destroy(z->mesh);
 	dpg_zlayout_free(&z->L);
@@ -775,7 +776,8 @@ static int enqueue(struct dpg_zero *z, int u, const char *op, struct dpg_err *e)
 	const struct dpg_zunit *U = &z->L.u[u];
 	int rc;
 
-	rc = zm(dpg_zmem_gbuf_get(&z->mem, &z->u[u].full, &z->param_bytes, e), op, e);
+	rc = zm(dpg_zmem_pool_get(&z->mem, &z->mem.gather, 0, &z->u[u].full, &z->param_bytes, e),
+		op, e);
 	if (rc != 0)
 		return rc;
 	if (z->pf.dev)
@@ -885,7 +887,7 @@ void dpg_zrelease(struct dpg_zero *z, int unit)
 	if (z->o.stage < 3 || z->u[unit].gstate == UG_NONE)
 		return;
 	(void)wait_gathered(z, unit);	/* never free under the worker */
-	dpg_zmem_gbuf_put(&z->mem, &z->u[unit].full, &z->param_bytes);
+	dpg_zmem_pool_put(&z->mem, &z->mem.gather, &z->u[unit].full, &z->param_bytes);
 	z->u[unit].gstate = UG_NONE;
 }
 
@@ -904,6 +906,19 @@ dpg_status_t dpg_zero_release(dpg_zero_t *z, int unit)
 
 /* ------------------------------------------------------------ gradients */
 
+/* Unit u's full gradient (stages 2-3): zeros, in a buffer of the pool (one
+ * unit's is taken again by the next once it is reduced). */
+static int unit_grad_get(struct dpg_zero *z, int u, const char *op, struct dpg_err *e)
+{
+	return zm(dpg_zmem_pool_get(&z->mem, &z->mem.grad, z->L.u[u].padded * sizeof(float),
+				    (void **)&z->u[u].grad, &z->grad_bytes, e), op, e);
+}
+
+static void unit_grad_put(struct dpg_zero *z, int u)
+{
+	dpg_zmem_pool_put(&z->mem, &z->mem.grad, (void **)&z->u[u].grad, &z->grad_bytes);
+}
+
 float *dpg_zero_grad(dpg_zero_t *z, int id)
 {
 	struct dpg_err e = { { 0 } };
@@ -921,8 +936,7 @@ float *dpg_zero_grad(dpg_zero_t *z, int id)
 	if (z->o.stage == 1)
 		return z->grad_full + z->L.u[P->unit].flat_off + P->unit_off;
 	zu = &z->u[P->unit];
-	if (!zu->grad && (rc = zalloc(z, (void **)&zu->grad, z->L.u[P->unit].padded *
-				      sizeof(float), &z->grad_bytes, "zero_grad", &e)) != 0) {
+	if (!zu->grad && (rc = unit_grad_get(z, P->unit, "zero_grad", &e)) != 0) {
 		dpg_zedge(z, rc, &e);
 		return NULL;
 	}
@@ -970,7 +984,7 @@ static void reduced(struct dpg_zero *z, int u)
 {
 	z->u[u].reduced = true;
 	if (z->o.stage > 1)
-		zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float), &z->grad_bytes);
+		unit_grad_put(z, u);
 }
 
 /* Deterministic mode: sum the fixed-point gradients exactly (integer
@@ -1012,7 +1026,9 @@ static int reduce_bf16(struct dpg_zero *z, int u, float *full, float *piece,
 	uint16_t *tmp;
 	int rc;
 
-	if ((rc = zalloc(z, (void **)&tmp, U->padded * 2, NULL, "zero_step", e)) != 0)
+	/* a gradient buffer of the pool holds it (2 bytes an element of 4) */
+	if ((rc = zm(dpg_zmem_pool_get(&z->mem, &z->mem.grad, 0, (void **)&tmp, NULL, e),
+		     "zero_step", e)) != 0)
 		return rc;
 	rc = zm(dpg_zmem_to_bf16(&z->mem, full, tmp, U->padded, e), "bf16", e);
 	if (rc == 0)
@@ -1022,7 +1038,7 @@ static int reduce_bf16(struct dpg_zero *z, int u, float *full, float *piece,
 		rc = coll(z, dpg_allreduce(z->rep, tmp, tmp, U->shard, DPG_BF16, DPG_SUM, NULL), e);
 	if (rc == 0)
 		rc = zm(dpg_zmem_from_bf16(&z->mem, tmp, piece, U->shard, e), "bf16", e);
-	zfree(z, (void **)&tmp, 0, NULL);
+	dpg_zmem_pool_put(&z->mem, &z->mem.grad, (void **)&tmp, NULL);
 	return rc;
 }
 
@@ -1038,8 +1054,7 @@ static int reduce_unit(struct dpg_zero *z, int u, struct dpg_err *e)
 	if (!full) {	/* no gradient this step: zeros, but take part */
 		if (z->o.stage == 1)
 			return dpg_errf(e, "zero_step: internal: no gradient buffer");
-		if ((rc = zalloc(z, (void **)&z->u[u].grad, U->padded * sizeof(float),
-				 &z->grad_bytes, "zero_step", e)) != 0)
+		if ((rc = unit_grad_get(z, u, "zero_step", e)) != 0)
 			return rc;
 		full = z->u[u].grad;
 	}
@@ -1165,8 +1180,7 @@ int dpg_zclear_grads(struct dpg_zero *z, struct dpg_err *e)
 		z->u[u].reduced = false;
 		zfree(z, (void **)&z->u[u].acc, z->L.u[u].padded * sizeof(int64_t), &z->grad_bytes);
 		if (z->o.stage > 1)
-			zfree(z, (void **)&z->u[u].grad, z->L.u[u].padded * sizeof(float),
-			      &z->grad_bytes);
+			unit_grad_put(z, u);
 	}
 	return rc;
 }

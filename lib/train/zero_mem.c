@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_mem.c - the sharded model's buffers: the same operations on host and
  * device memory (zero_cuda.cu's kernels on the GPU, from the CUDA module's
- * table), and the stage-3 gather buffer pool. */
+ * table), and the pools of gather and gradient buffers. */
 #include "zero_mem.h"
 
 #include <stdlib.h>
@@ -85,38 +85,59 @@ void dpg_zmem_free(const struct dpg_zmem *m, void **p, size_t bytes, size_t *acc
 		*acct -= bytes;
 }
 
-/* Every gather buffer holds the largest unit, so that any unit fits; page
- * faults on fresh memory would otherwise cost more than the gather. */
-int dpg_zmem_gbuf_get(struct dpg_zmem *m, void **p, size_t *acct, struct dpg_err *err)
+/* Zeros in p's first bytes, visible to work on any stream (on the GPU the
+ * memset is waited for, as in dpg_zmem_alloc). */
+static int zero_now(const struct dpg_zmem *m, void *p, size_t bytes, struct dpg_err *err)
 {
-	if (m->nspare > 0) {
-		*p = m->spare[--m->nspare];
-		m->spare_bytes -= m->gbuf_bytes;
-		*acct += m->gbuf_bytes;
-		return 0;
-	}
-	return dpg_zmem_alloc_raw(m, p, m->gbuf_bytes, acct, err);
+	int rc = dpg_zmem_zero(m, p, bytes, err);
+
+	if (rc == 0 && dpg_zmem_gpu(m) && (rc = m->k->sync(NULL)) != 0)
+		return dpg_zmem_cuda_err(m, err, rc);
+	return rc;
 }
 
-/* Kept: up to two (the current unit and the prefetched one). */
-void dpg_zmem_gbuf_put(struct dpg_zmem *m, void **p, size_t *acct)
+int dpg_zmem_pool_get(struct dpg_zmem *m, struct dpg_zpool *pl, size_t zero, void **p,
+		      size_t *acct, struct dpg_err *err)
+{
+	int rc;
+
+	if (pl->n == 0)
+		return zero > 0 ? dpg_zmem_alloc(m, p, pl->bytes, acct, err) :
+		       dpg_zmem_alloc_raw(m, p, pl->bytes, acct, err);
+	*p = pl->spare[--pl->n];
+	m->spare_bytes -= pl->bytes;
+	if (zero > 0 && (rc = zero_now(m, *p, zero < pl->bytes ? zero : pl->bytes, err)) != 0) {
+		dpg_zmem_free(m, p, 0, NULL);
+		return rc;
+	}
+	if (acct)
+		*acct += pl->bytes;
+	return 0;
+}
+
+/* Kept: up to two (stage 3: the current unit and the prefetched one). */
+void dpg_zmem_pool_put(struct dpg_zmem *m, struct dpg_zpool *pl, void **p, size_t *acct)
 {
 	if (!*p)
 		return;
-	*acct -= m->gbuf_bytes;
-	if (m->nspare < 2) {
-		m->spare[m->nspare++] = *p;
-		m->spare_bytes += m->gbuf_bytes;
+	if (acct)
+		*acct -= pl->bytes;
+	if (pl->n < 2) {
+		pl->spare[pl->n++] = *p;
+		m->spare_bytes += pl->bytes;
 		*p = NULL;
 		return;
 	}
 	dpg_zmem_free(m, p, 0, NULL);
 }
 
-void dpg_zmem_gbuf_drain(struct dpg_zmem *m)
+void dpg_zmem_pool_drain(struct dpg_zmem *m)
 {
-	while (m->nspare > 0)
-		dpg_zmem_free(m, &m->spare[--m->nspare], 0, NULL);
+	while (m->gather.n > 0)
+		dpg_zmem_free(m, &m->gather.spare[--m->gather.n], 0, NULL);
+	while (m->grad.n > 0)
+		dpg_zmem_free(m, &m->grad.spare[--m->grad.n], 0, NULL);
+	m->spare_bytes = 0;
 }
 
 int dpg_zmem_zero(const struct dpg_zmem *m, void *p, size_t bytes, struct dpg_err *err)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* zero_mem.h - the sharded model's buffers: the same operations on host and
- * device memory, and the pool of stage-3 gather buffers. */
+ * device memory, and the pools of gather and gradient buffers. */
 #ifndef DPG_LIB_ZERO_MEM_H
 #define DPG_LIB_ZERO_MEM_H
 
@@ -12,6 +12,16 @@
 
 struct dpg_gpumod_kernels;
 
+/* Released buffers of one size kept for reuse, up to two: fresh memory
+ * costs page faults on the host, and cudaMalloc / cudaFree, which
+ * synchronize the device, on the GPU.  Every buffer holds the largest unit,
+ * so that any unit fits. */
+struct dpg_zpool {
+	void *spare[2];
+	int n;
+	size_t bytes;
+};
+
 /* Where a model's buffers live.  Every function that can fail returns 0 or
  * -DPG_ERR_NOMEM / -DPG_ERR_BACKEND (CUDA) with its message in err. */
 struct dpg_zmem {
@@ -19,11 +29,9 @@ struct dpg_zmem {
 	const struct dpg_gpumod_kernels *k;	/* the CUDA module's kernels (GPU) */
 	int device;		/* the CUDA device to make current (GPU; -1: leave it) */
 	int param_dtype;	/* dpg_dtype_t of the working parameters (dpg_zmem_cast) */
-	/* stage 3: released gather buffers kept for reuse */
-	void *spare[2];
-	int nspare;
-	size_t gbuf_bytes;	/* every gather buffer holds the largest unit */
-	size_t spare_bytes;
+	struct dpg_zpool gather;	/* stage 3: the gathered units' parameters */
+	struct dpg_zpool grad;		/* stages 2-3: the units' full gradients */
+	size_t spare_bytes;		/* kept in both */
 };
 
 /* On the GPU? Then make m's device current (every buffer of m lives there,
@@ -40,12 +48,15 @@ int dpg_zmem_alloc_raw(const struct dpg_zmem *m, void **p, size_t bytes, size_t 
 		       struct dpg_err *err);
 /* Free *p (NULL: nothing), set it NULL, take bytes off *acct. */
 void dpg_zmem_free(const struct dpg_zmem *m, void **p, size_t bytes, size_t *acct);
-/* A stage-3 gather buffer (gbuf_bytes, counted in *acct): a kept one, else
- * a new one; dpg_zmem_gbuf_put gives it back (kept, up to two, or freed). */
-int dpg_zmem_gbuf_get(struct dpg_zmem *m, void **p, size_t *acct, struct dpg_err *err);
-void dpg_zmem_gbuf_put(struct dpg_zmem *m, void **p, size_t *acct);
-/* Free the kept gather buffers. */
-void dpg_zmem_gbuf_drain(struct dpg_zmem *m);
+/* A buffer of pl's size (counted in *acct, which may be NULL): a kept one,
+ * else a new one; with zero > 0 its first zero bytes are zeros, written
+ * before it returns (as dpg_zmem_alloc's: work on any stream sees them).
+ * dpg_zmem_pool_put gives it back (kept, up to two, or freed). */
+int dpg_zmem_pool_get(struct dpg_zmem *m, struct dpg_zpool *pl, size_t zero, void **p,
+		      size_t *acct, struct dpg_err *err);
+void dpg_zmem_pool_put(struct dpg_zmem *m, struct dpg_zpool *pl, void **p, size_t *acct);
+/* Free the kept buffers of both pools. */
+void dpg_zmem_pool_drain(struct dpg_zmem *m);
 
 int dpg_zmem_zero(const struct dpg_zmem *m, void *p, size_t bytes, struct dpg_err *err);
 /* host <-> buffer copies (dir 0: into the buffer, 1: out of it) */
