@@ -495,7 +495,6 @@ static int commit_layout(struct dpg_zero *z, struct dpg_err *e)
 	return 0;
 }
 
-/* The optimizer state, parameter and gradient buffers of the stage. */
 /* Stage 3 with fp32 working parameters: the working shard is the fp32
  * master shard itself (state[0]), not a copy of it: no cast after each
  * update and 4 bytes less per shard element. */
@@ -504,6 +503,7 @@ static bool shard_is_master(const struct dpg_zero *z)
 	return z->o.stage == 3 && z->o.param_dtype == DPG_F32;
 }
 
+/* The optimizer state, parameter and gradient buffers of the stage. */
 static int commit_buffers(struct dpg_zero *z, struct dpg_err *e)
 {
 	const char *op = "zero_commit";

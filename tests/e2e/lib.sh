@@ -9,6 +9,13 @@ E2E_SKIP=0
 E2E_FAILED=
 
 e2e_now() { echo "${EPOCHREALTIME/,/.}"; }
+# e2e_python P: the python P names (the program, or a venv's directory:
+# its bin/python) on stdout; fails where P is neither
+e2e_python() {
+	local p=$1
+	if [ -d "$p" ] && [ -x "$p/bin/python" ]; then p=$p/bin/python; fi
+	[ -f "$p" ] && [ -x "$p" ] && echo "$p"
+}
 e2e_elapsed() { awk -v a="$1" -v b="$(e2e_now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # run_case NAME CMD [ARGS...]: run one named check, its output into

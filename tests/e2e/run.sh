@@ -70,11 +70,8 @@ for b in srun sbatch salloc scontrol squeue scancel slurmctld slurmd; do
 done
 [ -x "$PY" ] || die "no python at PY=$PY"
 # DPG_PYENV: the environment's python; its directory (a venv) is taken too
-if [ -n "$PYENV" ] && [ -d "$PYENV" ] && [ -x "$PYENV/bin/python" ]; then
-	PYENV=$PYENV/bin/python
-fi
-[ -z "$PYENV" ] || { [ -f "$PYENV" ] && [ -x "$PYENV" ]; } ||
-	die "DPG_PYENV=$PYENV is not a python (give the program, e.g. \$(scripts/pyenv.sh --print), or leave it unset to skip the client cases)"
+[ -z "$PYENV" ] || PYENV=$(e2e_python "$PYENV") ||
+	die "DPG_PYENV=${DPG_PYENV:-} is not a python (give the program, e.g. \$(scripts/pyenv.sh --print), or leave it unset to skip the client cases)"
 [ -r "$FX" ] || die "no fixture topology $FX (DPG_SRCDIR=$E2E_SRCDIR)"
 if [ -n "$PLUGIN_SO" ]; then
 	[ -f "$PLUGIN_SO" ] || die "PLUGIN_SO=$PLUGIN_SO does not exist (build it first: make)"

@@ -20,11 +20,11 @@ E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 SRCDIR=$(cd "$E2E_DIR/../.." && pwd)
 PY=${DPG_PYENV:-${PY:-/usr/bin/python3}}   # scripts/pyenv.sh's python
 # a venv's directory is taken for its python, as run.sh does
-[ -d "$PY" ] && [ -x "$PY/bin/python" ] && PY=$PY/bin/python
-if ! { [ -f "$PY" ] && [ -x "$PY" ]; }; then
-	echo "templates.sh: ${DPG_PYENV:+DPG_PYENV=}$PY is not a python (give the program, e.g. \$(scripts/pyenv.sh --print))" >&2
+py_arg=$PY
+PY=$(e2e_python "$PY") || {
+	echo "templates.sh: ${DPG_PYENV:+DPG_PYENV=}$py_arg is not a python (give the program, e.g. \$(scripts/pyenv.sh --print))" >&2
 	exit 2
-fi
+}
 PLUGIN_SO=${PLUGIN_SO:-}
 DEMO=${DPG_DEMO:-}
 T0=$(e2e_now)
