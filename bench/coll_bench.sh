@@ -193,7 +193,7 @@ else
 fi
 
 python3 - "$out" <<'EOF'
-import glob, os, re, statistics, sys
+import glob, math, os, re, statistics, sys
 out = sys.argv[1]
 rows = {}   # (impl, transport, n, op, bytes) -> [busbw per run]
 waits = {}  # (impl, transport, n, op) -> [(sleep_ms, wall_ms, cpu_ms) per run]
@@ -341,12 +341,17 @@ else:
     pvs = [perm_p(runs_bw(("dpg", t, n, op, b)), runs_bw((p, t, n, op, b)))
            for p, r, op, t, n, b, d, o in below]
     sig = sum(1 for pv in pvs if pv is not None and pv < 0.05)
+    # the least p the runs allow: both sides apart, of C(a+b, a) splits
+    nr = sorted({(len(runs_bw(("dpg", t, n, op, b))), len(runs_bw((p, t, n, op, b))))
+                 for p, r, op, t, n, b, d, o in below})
+    floor = "; ".join("with %d and %d runs it cannot go below %.2g" %
+                      (a, c, 2.0 / math.comb(a + c, a)) for a, c in nr if a > 1 and c > 1)
     lines.append("Each with the references measured in the same run (shm: the one-node "
                  "reference; tcp: the TCP references, bare and in a ring's order, below) and "
                  "dpg's and the peer's share of each.  p: how often runs this far apart come "
                  "from two implementations that do not differ (exact two-sided permutation "
-                 "test of the runs' rank sums, Mann-Whitney; with 5 runs each it cannot go "
-                 "below 0.008).  %d of the %d cells have p < 0.05." % (sig, len(below)))
+                 "test of the runs' rank sums, Mann-Whitney%s).  %d of the %d cells have "
+                 "p < 0.05." % ("; " + floor if floor else "", sig, len(below)))
     lines.append("")
     lines.append("| peer | op | transport | n | size | dpg | peer | ratio | p | reference | dpg / ref "
                  "| peer / ref | ring ref | dpg / ring | peer / ring | per run, us: dpg / peer |")
