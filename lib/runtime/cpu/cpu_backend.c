@@ -47,6 +47,14 @@
 #define CPU_SMALL_AR_RANKS 16
 /* All-gathers with blocks up to this many bytes run two-way (ag_steps). */
 #define CPU_TWO_WAY_AG_BYTES (16u << 10)
+/* A reduce-scatter of at most this many bytes in all (every block), where
+ * every hop is TCP, gathers every input and reduces our block (rs_gathered):
+ * n times the bytes in n/2 messages against the ring's n - 1 hops.  4 ranks
+ * on 2 vCPUs, 10 interleaved rounds, medians: 4 / 8 / 16 KiB 46.1 / 50.0 /
+ * 54.1 us against 52.0 / 53.2 / 55.8 by the ring (Open MPI 51.1 / 47.7 /
+ * 52.4); at 16 KiB another 10 rounds gave 57.9 against 55.2, with slower
+ * outliers (the bytes), so 16 KiB stays on the ring. */
+#define CPU_SMALL_RS_BYTES (8u << 10)
 
 /* ------------------------------------------------------------ the ops */
 
@@ -153,31 +161,44 @@ static bool two_way(const struct dpg_cpu *p)
 /* An all-gather's steps (the gathered allreduce's too): n - 1 forward; or,
  * two-way with blocks of at most CPU_TWO_WAY_AG_BYTES, n/2 forward and the
  * rest backward, so that the last block arrives after n/2 dependent hops
- * instead of n - 1.  4 ranks on 2 vCPUs, 6 alternating runs, us: all_gather
- * of 4 / 16 / 64 KiB 46-47 / 48-52 / 61-64 against 45-55 / 49-72 / 62-81
- * one-way, allreduce of 4 KiB 50-52 against 50-63; 256 KiB 114-147 against
- * 120-127 and 1 MiB 363-423 against 326-477 (so larger blocks stay
- * one-way); 3 and 5 ranks within the noise. */
+ * instead of n - 1; with an even n by neighbour exchange (ring.c), which
+ * sends n/2 messages instead of n - 1 over the same two lanes: 4 ranks on 2
+ * vCPUs, 10 interleaved rounds, medians, us: all_gather 4 / 16 KiB 43.0 /
+ * 46.5 and 43.3 / 45.9 against 54.2 / 50.3 and 48.1 / 50.4 two-way (Open
+ * MPI 50.3 / 51.8 and 52.8 / 51.7), allreduce 4 KiB 48.4 and 49.7 against
+ * 57.1 and 51.3.  Before it, two-way against one-way: 4 ranks on 2 vCPUs, 6
+ * alternating runs, us: all_gather of 4 / 16 / 64 KiB 46-47 / 48-52 / 61-64
+ * against 45-55 / 49-72 / 62-81 one-way, allreduce of 4 KiB 50-52 against
+ * 50-63; 256 KiB 114-147 against 120-127 and 1 MiB 363-423 against 326-477
+ * (so larger blocks stay one-way); 3 and 5 ranks within the noise. */
 static void ag_steps(const struct dpg_cpu *p, struct dpg_ring_job *j)
 {
 	j->T_out = j->T_in = p->n - 1;
-	if (two_way(p) && j->count * j->es <= CPU_TWO_WAY_AG_BYTES) {
-		j->T_out = j->T_in = p->n / 2;
-		j->B_out = j->B_in = p->n - 1 - p->n / 2;
+	if (!two_way(p) || j->count * j->es > CPU_TWO_WAY_AG_BYTES)
+		return;
+	if (p->n % 2 == 0) {
+		/* a neighbour exchange (ring.c): n/2 steps, the even ones on
+		 * the lane our own block starts on */
+		int s = p->n / 2, first = (s + 1) / 2, second = s / 2;
+		bool even = p->pos % 2 == 0;
+
+		j->ne = true;
+		j->T_out = j->B_in = even ? first : second;
+		j->T_in = j->B_out = even ? second : first;
+		return;
 	}
+	j->T_out = j->T_in = p->n / 2;
+	j->B_out = j->B_in = p->n - 1 - p->n / 2;
 }
 
-/* A small allreduce over the ring: gather every rank's buffer into scratch
- * (rank order), then reduce the n buffers locally, left to right in rank
- * order and rounded once (reduce.h), so every rank computes the same bits.
- * j arrives with its stamp set (an allreduce's: the peers check the call). */
-static int allreduce_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
-			      void *recv, size_t count, dpg_dtype_t dt, dpg_op_t op,
-			      struct dpg_err *err)
+/* Every rank's whole buffer (count elements) into scratch, in rank order,
+ * by an all-gather over the ring (ag_steps).  j arrives with its stamp set
+ * (the caller's call, which the peers check). */
+static int gather_all(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
+		      size_t count, dpg_dtype_t dt, struct dpg_err *err)
 {
 	size_t es = dpg_dtype_size(dt), bytes = count * es;
-	const void *src[CPU_SMALL_AR_RANKS];
-	int q, rc;
+	int rc;
 
 	rc = scratch_reserve(p, bytes * (size_t)p->n, err);
 	if (rc != 0)
@@ -191,12 +212,46 @@ static int allreduce_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const v
 	ag_steps(p, j);
 	j->dep = 1;
 	j->out0_free = true;
-	rc = dpg_ring_run(p, j, err);
+	return dpg_ring_run(p, j, err);
+}
+
+/* A small allreduce over the ring: gather every rank's buffer into scratch
+ * (rank order), then reduce the n buffers locally, left to right in rank
+ * order and rounded once (reduce.h), so every rank computes the same bits.
+ * j arrives with its stamp set (an allreduce's: the peers check the call). */
+static int allreduce_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
+			      void *recv, size_t count, dpg_dtype_t dt, dpg_op_t op,
+			      struct dpg_err *err)
+{
+	size_t bytes = count * dpg_dtype_size(dt);
+	const void *src[CPU_SMALL_AR_RANKS];
+	int q, rc;
+
+	rc = gather_all(p, j, send, count, dt, err);
 	if (rc != 0)
 		return rc;
 	for (q = 0; q < p->n; q++)
 		src[q] = p->scratch + (size_t)q * bytes;
 	dpg_reduce_n(recv, src, p->n, count, dt, op, p->n);
+	return 0;
+}
+
+/* A small reduce-scatter where every hop is TCP (CPU_SMALL_RS_BYTES): the
+ * same gather, then our own block of the n inputs reduced the same way (the
+ * bits of the small allreduce's block). */
+static int rs_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, void *recv,
+		       size_t recvcount, dpg_dtype_t dt, dpg_op_t op, struct dpg_err *err)
+{
+	size_t blk = recvcount * dpg_dtype_size(dt), total = blk * (size_t)p->n;
+	const void *src[CPU_SMALL_AR_RANKS];
+	int q, rc;
+
+	rc = gather_all(p, j, send, recvcount * (size_t)p->n, dt, err);
+	if (rc != 0)
+		return rc;
+	for (q = 0; q < p->n; q++)
+		src[q] = p->scratch + (size_t)q * total + (size_t)p->rank * blk;
+	dpg_reduce_n(recv, src, p->n, recvcount, dt, op, p->n);
 	return 0;
 }
 
@@ -272,6 +327,9 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 		rc = dpg_shm_reduce_scatter(p->shm, send, recv, recvcount, dt, op, &w, err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
+	if (two_way(p) && recvcount * es * (size_t)p->n <= CPU_SMALL_RS_BYTES &&
+	    p->n <= CPU_SMALL_AR_RANKS)
+		return rs_gathered(p, &j, send, recv, recvcount, dt, op, err);
 	{
 		/* recv inside send but not at our own block (e.g. recv == send):
 		 * the ring still sends from send while the result arrives, so

@@ -297,6 +297,8 @@ struct step {
 	char *dst;
 	const char *src;	/* out: the bytes; in: our input (own) */
 	size_t len, wes;
+	size_t own;		/* out: bytes at the front that wait for nothing
+				 * (a neighbour exchange's own block) */
 	int mode;
 	bool final;
 };
@@ -331,6 +333,59 @@ static void out_rs(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
 		s->src = j->recv + off;
 	} else {
 		s->src = acc_slot(p, j, t - 1);	/* RS: a slot per step */
+	}
+}
+
+/* A neighbour exchange (j->ne): Chen et al.'s all-gather for an even n in
+ * n/2 steps.  In step 0 the ring positions 2m and 2m+1 swap their blocks;
+ * in each later step a rank passes the two blocks it took in the step
+ * before to its other neighbour.  A rank sends n/2 messages, where the
+ * two-way ring sends n - 1 (3 at 4 ranks: one message more per call and
+ * a wakeup more where ranks share CPUs).  An even position's steps go to
+ * next, prev, next, ... (forward, backward lane), an odd one's to prev,
+ * next, ...: on each lane out step k sends its first block pair, then
+ * what the lane's in step k - 1 (the lane our block starts on) or k (the
+ * other) took.  Lane step k's blocks, out or in: the position of the
+ * first, how many (pairs start at even positions: with the identity ring
+ * of a two-way job they lie side by side), and whether the first is our
+ * own (sent at once). */
+static void ne_blocks(int q, bool bwd, bool out, int k, int *first, int *nb, bool *own)
+{
+	*nb = 2;
+	*own = false;
+	if (q % 2 == 0 && !bwd) {
+		*first = out ? q - 2 * k : q - 2 - 2 * k;
+		*nb = out && k == 0 ? 1 : 2;
+	} else if (q % 2 == 0) {
+		*first = !out && k == 0 ? q + 1 : q + 2 * k;
+		*nb = !out && k == 0 ? 1 : 2;
+		*own = out && k == 0;
+	} else if (bwd) {
+		*first = !out ? q + 1 + 2 * k : k == 0 ? q : q + 2 * k - 1;
+		*nb = out && k == 0 ? 1 : 2;
+	} else {
+		*first = q - 1 - 2 * k;
+		*nb = !out && k == 0 ? 1 : 2;
+	}
+}
+
+/* Lane step k of a neighbour exchange into s (zeroed, wes set). */
+static void ne_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, bool bwd, bool out,
+		    int k, struct step *s)
+{
+	size_t blk = j->count * j->es;
+	int first, nb;
+	bool own;
+	char *at;
+
+	ne_blocks(p->pos, bwd, out, k, &first, &nb, &own);
+	at = j->recv + (size_t)p->ring[dpg_ring_mod(first, p->n)] * blk;
+	s->len = (size_t)nb * blk;
+	if (out) {
+		s->src = at;
+		s->own = own ? blk : 0;
+	} else {
+		s->dst = at;
 	}
 }
 
@@ -369,6 +424,10 @@ static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int 
 	case DPG_JOB_AG: {
 		int b = p->ring[dpg_ring_mod(pos - t, n)];
 
+		if (j->ne) {
+			ne_step(p, j, false, true, t, s);
+			return;
+		}
 		s->len = j->count * j->es;
 		s->src = j->recv + (size_t)b * s->len;
 		return;
@@ -450,6 +509,10 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 	case DPG_JOB_AG: {
 		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
 
+		if (j->ne) {
+			ne_step(p, j, false, false, t, s);
+			return;
+		}
 		s->len = j->count * j->es;
 		s->dst = j->recv + (size_t)b * s->len;
 		return;
@@ -495,22 +558,39 @@ static void eng_load_in(struct dpg_cpu *p, const struct dpg_ring_job *j, struct 
 		dpg_shm_pipe_align(p->shm, false, e->i.wes);
 }
 
+/* A lane's dependency (out step t needs in step t - dep) and whether its
+ * out step 0 needs nothing: the job's, or a neighbour exchange's, where
+ * the lane our own block starts on forwards what came in one step before
+ * (dep 1, step 0 free) and the other forwards what came in the same step
+ * (dep 0). */
+static int lane_dep(const struct dpg_cpu *p, const struct dpg_ring_job *j, bool bwd)
+{
+	if (!j->ne)
+		return j->dep;
+	return (p->pos % 2 == 1) == bwd ? 1 : 0;
+}
+
+static bool lane_free0(const struct dpg_cpu *p, const struct dpg_ring_job *j, bool bwd)
+{
+	return j->ne ? lane_dep(p, j, bwd) == 1 : j->out0_free;
+}
+
 /* Bytes of a lane's current out step (ot, of o) that may be sent: the
- * stamp at once, step ot as far as in step ot - dep (it, ioff bytes of i
- * done) has been processed (in elements). */
-static size_t lane_limit(const struct dpg_ring_job *j, int ot, const struct step *o, int it,
-			 size_t ioff, const struct step *i)
+ * stamp at once, step ot (past its own bytes) as far as in step ot - dep
+ * (it, ioff bytes of i done) has been processed (in elements). */
+static size_t lane_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j, bool bwd,
+			 int ot, const struct step *o, int it, size_t ioff, const struct step *i)
 {
 	int need;
 
-	if (ot < 0 || (ot == 0 && j->out0_free))
+	if (ot < 0 || (ot == 0 && lane_free0(p, j, bwd)))
 		return o->len;
-	need = ot - j->dep;
+	need = ot - lane_dep(p, j, bwd);
 	if (need < 0 || it > need)
 		return o->len;
 	if (it == need)
-		return ioff / i->wes * o->wes;
-	return 0;
+		return o->own + ioff / i->wes * o->wes;
+	return o->own;
 }
 
 /* Bytes of out step 0 that may go (its lane limit), for a stamp to carry. */
@@ -518,7 +598,7 @@ static size_t step0_ready(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 			  const struct eng *e, struct step *s0)
 {
 	out_step(p, j, 0, s0);
-	return lane_limit(j, 0, s0, e->it, e->ioff, &e->i);
+	return lane_limit(p, j, false, 0, s0, e->it, e->ioff, &e->i);
 }
 
 /* Over TCP, a stamp whose out step 0 waits for data in (a broadcast's
@@ -532,7 +612,7 @@ static bool stamp_held(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 	struct step s0;
 
 	return e->ot == -1 && e->ooff == 0 && p->next.kind == DPG_LINK_TCP && j->T_out > 0 &&
-	       !j->out0_free && step0_ready(p, j, e, &s0) == 0;
+	       !lane_free0(p, j, false) && step0_ready(p, j, e, &s0) == 0;
 }
 
 static size_t out_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
@@ -540,7 +620,7 @@ static size_t out_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 {
 	if (stamp_held(p, j, e))
 		return 0;
-	return lane_limit(j, e->ot, &e->o, e->it, e->ioff, &e->i);
+	return lane_limit(p, j, false, e->ot, &e->o, e->it, e->ioff, &e->i);
 }
 
 /* ------------------------------------------------------------ two-way jobs
@@ -551,7 +631,9 @@ static size_t out_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
  * reaches the ranks behind it backward and travels at most half way round.
  * A two-way all-gather's backward step t sends our own block, then the one
  * its step t - 1 took (block p+t), and takes block p+1+t: with n/2 steps
- * forward and n-1-n/2 backward every block arrives, none twice.
+ * forward and n-1-n/2 backward every block arrives, none twice.  With an
+ * even n it runs as a neighbour exchange instead (j->ne, ne_blocks): the
+ * same two lanes, n/2 messages in all.
  * The lane starts with the call's stamp where it carries data, checked
  * before the data is used; the forward hop a two-way broadcast leaves idle
  * keeps its stamp and owes its check like a one-way broadcast's last hop.
@@ -571,7 +653,9 @@ static void bwd_out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, 
 	s->wes = t < 0 ? 8 : j->es;
 	s->src = t < 0 ? (const char *)&j->stamp : j->recv;
 	s->len = t < 0 ? sizeof(j->stamp) : j->count * j->es;
-	if (t >= 0 && j->kind == DPG_JOB_AG)
+	if (t >= 0 && j->ne)
+		ne_step(p, j, true, true, t, s);
+	else if (t >= 0 && j->kind == DPG_JOB_AG)
 		s->src += bwd_ag_off(p, j, t);
 }
 
@@ -581,7 +665,9 @@ static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, 
 	s->wes = t < 0 ? 8 : j->es;
 	s->dst = t < 0 ? (char *)&p->bstamp : j->recv;
 	s->len = t < 0 ? sizeof(p->bstamp) : j->count * j->es;
-	if (t >= 0 && j->kind == DPG_JOB_AG)
+	if (t >= 0 && j->ne)
+		ne_step(p, j, true, false, t, s);
+	else if (t >= 0 && j->kind == DPG_JOB_AG)
 		s->dst += bwd_ag_off(p, j, t + 1);
 }
 
@@ -590,7 +676,7 @@ static size_t bwd_step0_ready(const struct dpg_cpu *p, const struct dpg_ring_job
 			      const struct eng *e, struct step *s0)
 {
 	bwd_out_step(p, j, 0, s0);
-	return lane_limit(j, 0, s0, e->bit, e->bioff, &e->bi);
+	return lane_limit(p, j, true, 0, s0, e->bit, e->bioff, &e->bi);
 }
 
 /* Bytes of the current backward out step that may go: the lane's stamp
@@ -600,9 +686,10 @@ static size_t bwd_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
 {
 	struct step s0;
 
-	if (e->bot == -1 && e->booff == 0 && !j->out0_free && bwd_step0_ready(p, j, e, &s0) == 0)
+	if (e->bot == -1 && e->booff == 0 && !lane_free0(p, j, true) &&
+	    bwd_step0_ready(p, j, e, &s0) == 0)
 		return 0;
-	return lane_limit(j, e->bot, &e->bo, e->bit, e->bioff, &e->bi);
+	return lane_limit(p, j, true, e->bot, &e->bo, e->bit, e->bioff, &e->bi);
 }
 
 static int send_error_to(struct dpg_cpu *p, int peer, ssize_t w, int64_t deadline,

@@ -116,6 +116,9 @@ struct dpg_ring_job {
 				 * from next; TCP hops only; ring.c) */
 	int dep;		/* out step t needs in step t - dep (both ways) */
 	bool out0_free;		/* out step 0 needs nothing */
+	bool ne;		/* an all-gather by neighbour exchange (even n,
+				 * two-way; ring.c): its steps and each lane's
+				 * dep and out0_free follow from our position */
 	size_t base, rem;	/* allreduce block split */
 	char *rs_final;		/* RS: where the reduced block goes */
 	size_t aes;		/* > 0: partials travel as accumulators of

@@ -666,13 +666,16 @@ static void test_coll_n8_tcp(void **state)
 
 /* Every rank on its own node, 3 or more: broadcasts run two-way (ring.c:
  * forward and backward from the root), every root, odd and even counts of
- * ranks. */
+ * ranks; small all-gathers two-way with an odd count, by neighbour
+ * exchange with an even one (4: one step each way, 6: two on the lane a
+ * rank's own block starts on, one on the other; 8 in test_coll_n8_tcp). */
 static void test_coll_two_way(void **state)
 {
 	(void)state;
 	run_coll(3, L_TCP, BIG / 8);
 	run_coll(4, L_TCP, BIG / 8);
 	run_coll(5, L_TCP, BIG / 16);
+	run_coll(6, L_TCP, BIG / 16);
 }
 
 /* ------------------------------------------------------------ copy stages */
@@ -885,6 +888,10 @@ static void test_kill_tcp(void **state)
 	 * for it backward through others: the late one is still blamed) */
 	run_fail_op(4, L_TCP, 2, 0, 3);
 	run_fail_op(5, L_TCP, 1, 1, 3);
+	/* the same by neighbour exchange (an even count of ranks) */
+	run_fail_op(6, L_TCP, 3, 0, 3);
+	run_fail_op(4, L_TCP, 1, 1, 3);
+	run_fail_op(6, L_TCP, 2, 1, 3);
 	/* a two-way broadcast whose root never calls */
 	run_fail_op(5, L_TCP, 0, 1, 2);
 }
