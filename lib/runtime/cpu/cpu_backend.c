@@ -48,7 +48,7 @@
 /* All-gathers with blocks up to this many bytes run two-way (ag_steps). */
 #define CPU_TWO_WAY_AG_BYTES (16u << 10)
 /* A reduce-scatter of at most this many bytes in all (every block), where
- * every hop is TCP, gathers every input and reduces our block (rs_gathered):
+ * every hop is TCP, gathers every input and reduces our block (reduce_gathered):
  * n times the bytes in n/2 messages against the ring's n - 1 hops.  4 ranks
  * on 2 vCPUs, 10 interleaved rounds, medians: 4 / 8 / 16 KiB 46.1 / 50.0 /
  * 54.1 us against 52.0 / 53.2 / 55.8 by the ring (Open MPI 51.1 / 47.7 /
@@ -174,6 +174,8 @@ static bool two_way(const struct dpg_cpu *p)
 static void ag_steps(const struct dpg_cpu *p, struct dpg_ring_job *j)
 {
 	j->T_out = j->T_in = p->n - 1;
+	j->dep = 1;
+	j->out0_free = true;
 	if (!two_way(p) || j->count * j->es > CPU_TWO_WAY_AG_BYTES)
 		return;
 	if (p->n % 2 == 0) {
@@ -191,14 +193,20 @@ static void ag_steps(const struct dpg_cpu *p, struct dpg_ring_job *j)
 	j->B_out = j->B_in = p->n - 1 - p->n / 2;
 }
 
-/* Every rank's whole buffer (count elements) into scratch, in rank order,
- * by an all-gather over the ring (ag_steps).  j arrives with its stamp set
- * (the caller's call, which the peers check). */
-static int gather_all(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
-		      size_t count, dpg_dtype_t dt, struct dpg_err *err)
+/* A small collective over the ring: gather every rank's whole input (count
+ * elements) into scratch in rank order (ag_steps), then reduce out elements
+ * from element off of the n inputs locally, left to right in rank order and
+ * rounded once (reduce.h), so every rank computes the same bits: the small
+ * allreduce (off 0, out = count) and, where every hop is TCP, the small
+ * reduce-scatter (our block: CPU_SMALL_RS_BYTES).  j arrives with its stamp
+ * set (the caller's call, which the peers check). */
+static int reduce_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
+			   void *recv, size_t count, size_t off, size_t out, dpg_dtype_t dt,
+			   dpg_op_t op, struct dpg_err *err)
 {
 	size_t es = dpg_dtype_size(dt), bytes = count * es;
-	int rc;
+	const void *src[CPU_SMALL_AR_RANKS];
+	int q, rc;
 
 	rc = scratch_reserve(p, bytes * (size_t)p->n, err);
 	if (rc != 0)
@@ -210,48 +218,12 @@ static int gather_all(struct dpg_cpu *p, struct dpg_ring_job *j, const void *sen
 	j->es = es;
 	j->dt = dt;
 	ag_steps(p, j);
-	j->dep = 1;
-	j->out0_free = true;
-	return dpg_ring_run(p, j, err);
-}
-
-/* A small allreduce over the ring: gather every rank's buffer into scratch
- * (rank order), then reduce the n buffers locally, left to right in rank
- * order and rounded once (reduce.h), so every rank computes the same bits.
- * j arrives with its stamp set (an allreduce's: the peers check the call). */
-static int allreduce_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
-			      void *recv, size_t count, dpg_dtype_t dt, dpg_op_t op,
-			      struct dpg_err *err)
-{
-	size_t bytes = count * dpg_dtype_size(dt);
-	const void *src[CPU_SMALL_AR_RANKS];
-	int q, rc;
-
-	rc = gather_all(p, j, send, count, dt, err);
+	rc = dpg_ring_run(p, j, err);
 	if (rc != 0)
 		return rc;
 	for (q = 0; q < p->n; q++)
-		src[q] = p->scratch + (size_t)q * bytes;
-	dpg_reduce_n(recv, src, p->n, count, dt, op, p->n);
-	return 0;
-}
-
-/* A small reduce-scatter where every hop is TCP (CPU_SMALL_RS_BYTES): the
- * same gather, then our own block of the n inputs reduced the same way (the
- * bits of the small allreduce's block). */
-static int rs_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, void *recv,
-		       size_t recvcount, dpg_dtype_t dt, dpg_op_t op, struct dpg_err *err)
-{
-	size_t blk = recvcount * dpg_dtype_size(dt), total = blk * (size_t)p->n;
-	const void *src[CPU_SMALL_AR_RANKS];
-	int q, rc;
-
-	rc = gather_all(p, j, send, recvcount * (size_t)p->n, dt, err);
-	if (rc != 0)
-		return rc;
-	for (q = 0; q < p->n; q++)
-		src[q] = p->scratch + (size_t)q * total + (size_t)p->rank * blk;
-	dpg_reduce_n(recv, src, p->n, recvcount, dt, op, p->n);
+		src[q] = p->scratch + (size_t)q * bytes + off * es;
+	dpg_reduce_n(recv, src, p->n, out, dt, op, p->n);
 	return 0;
 }
 
@@ -282,7 +254,7 @@ static int cpu_allreduce(struct dpg_comm *c, const void *send, void *recv, size_
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
 	if (count * es <= CPU_SMALL_AR_BYTES && p->n <= CPU_SMALL_AR_RANKS)
-		return allreduce_gathered(p, &j, send, recv, count, dt, op, err);
+		return reduce_gathered(p, &j, send, recv, count, 0, count, dt, op, err);
 	j.kind = DPG_JOB_ALLREDUCE;
 	j.send = send;
 	j.recv = recv;
@@ -329,7 +301,8 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 	}
 	if (two_way(p) && recvcount * es * (size_t)p->n <= CPU_SMALL_RS_BYTES &&
 	    p->n <= CPU_SMALL_AR_RANKS)
-		return rs_gathered(p, &j, send, recv, recvcount, dt, op, err);
+		return reduce_gathered(p, &j, send, recv, recvcount * (size_t)p->n,
+				       (size_t)p->rank * recvcount, recvcount, dt, op, err);
 	{
 		/* recv inside send but not at our own block (e.g. recv == send):
 		 * the ring still sends from send while the result arrives, so
@@ -395,8 +368,6 @@ static int cpu_all_gather(struct dpg_comm *c, const void *send, void *recv, size
 	j.es = es;
 	j.dt = dt;
 	ag_steps(p, &j);
-	j.dep = 1;
-	j.out0_free = true;
 	return dpg_ring_run(p, &j, err);
 }
 
