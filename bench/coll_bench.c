@@ -58,10 +58,13 @@
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-Y spin|block] [-d f32|bf16]
+ *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-O auto|off] [-Y spin|block]
+ *          [-d f32|bf16]
  *          [-W MS] [-F] [-P] [-T]
  *   -S: stream the shm copies into the slots always / never (default auto:
  *   while cache lines are slow to pass between the CPUs, see shm_direct.c)
+ *   -O off: shm all_gathers and broadcasts through the slots only (default
+ *   auto: large ones read the owners' buffers in place where they can)
  *   -Y: how -m tcplimit waits (default spin); -F: in a ring's order
  *   -T: keep the record of each call as the public API does (track.h: the
  *   clock reads and the seqlock of coll.c's coll_run), to measure its cost
@@ -115,6 +118,7 @@ struct opts {
 	size_t slot;
 	size_t chunk;		/* -C: TCP send/recv piece (0: default) */
 	unsigned stream;	/* -S on|off: DPG_CPU_STREAM / _NO_STREAM (auto: 0) */
+	unsigned cma;		/* -O off: DPG_CPU_NO_CMA (auto: 0) */
 	bool pin;
 	int wait_ms;		/* -W: the late peer's delay (0: off) */
 	dpg_dtype_t dt;
@@ -508,7 +512,7 @@ static int rank_main(int rank, const struct opts *o)
 	co.host = "127.0.0.1";
 	co.node = node;
 	co.timeout_s = 120;
-	co.flags = (strcmp(o->mode, "ring") == 0 ? DPG_CPU_RING : 0) | o->stream;
+	co.flags = (strcmp(o->mode, "ring") == 0 ? DPG_CPU_RING : 0) | o->stream | o->cma;
 	co.shm_slot_bytes = o->slot;
 	co.tcp_chunk_bytes = o->chunk;
 	if (dpg_cpu_comm_init(&c, &co, &err) != 0)
@@ -723,6 +727,8 @@ int main(int argc, char **argv)
 						   strcmp(v, "off") == 0))
 			o.stream = strcmp(v, "on") == 0 ? DPG_CPU_STREAM
 				 : strcmp(v, "off") == 0 ? DPG_CPU_NO_STREAM : 0;
+		else if (strcmp(a, "-O") == 0 && (strcmp(v, "auto") == 0 || strcmp(v, "off") == 0))
+			o.cma = strcmp(v, "off") == 0 ? DPG_CPU_NO_CMA : 0;
 		else if (strcmp(a, "-Y") == 0 && (strcmp(v, "spin") == 0 || strcmp(v, "block") == 0))
 			g_block = strcmp(v, "block") == 0;
 		else if (strcmp(a, "-d") == 0 && (strcmp(v, "f32") == 0 || strcmp(v, "bf16") == 0))

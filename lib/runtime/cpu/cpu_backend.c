@@ -837,6 +837,7 @@ static int open_segment(struct dpg_cpu *p, const struct rdv *x, struct dpg_err *
 	sc.slot_bytes = x->o->shm_slot_bytes;
 	sc.oversub = x->oversub ? 1 : 0;
 	sc.stream = x->o->flags & DPG_CPU_STREAM ? 1 : x->o->flags & DPG_CPU_NO_STREAM ? -1 : 0;
+	sc.cma = x->o->flags & DPG_CPU_NO_CMA ? -1 : 0;
 	sc.pipe_to = sc.pipe_from = -1;
 	for (i = 0; i < x->nlocal && !p->direct; i++) {
 		if (x->lranks[i] == p->next.peer && p->next.kind == DPG_LINK_SHM)

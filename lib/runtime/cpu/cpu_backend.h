@@ -34,6 +34,9 @@
 #define DPG_CPU_RING 0x1u	/* use the ring even when all ranks share a node */
 #define DPG_CPU_STREAM 0x2u	/* shm copies into the slots: always streamed */
 #define DPG_CPU_NO_STREAM 0x4u	/* ... never (default: when handoffs are slow) */
+#define DPG_CPU_NO_CMA 0x8u	/* shm all_gather / broadcast: always through the
+				 * slots (default: large ones read in place where
+				 * the local ranks can read each other) */
 
 /* The arguments (backend.h) the CPU backend reads: store (unused for size
  * 1), secret (the job secret: keys the authenticated hello of every ring

@@ -93,6 +93,10 @@ struct dpg_shm_cfg {
 					 * non-temporal stores: 1 always, -1
 					 * never, 0 when lines are slow to pass
 					 * between the local CPUs (shm_impl.h) */
+	int cma;			/* direct: large all_gathers and
+					 * broadcasts read the owners' buffers
+					 * in place where every local rank can
+					 * (0), or never (-1) */
 	size_t pipe_bytes;		/* pipes: bytes per pipe (0 = default) */
 	int pipe_to;			/* pipes: local index I write to, or -1 */
 	int pipe_from;			/* pipes: local index I read from, or -1 */
@@ -149,6 +153,10 @@ int dpg_shm_barrier(struct dpg_shm *s, const struct dpg_shm_wait *w,
 /* This rank's estimate of a cache-line handoff between local ranks, in ns
  * (0: no sample yet); the largest over the ranks decides streaming. */
 int dpg_shm_handoff_ns(const struct dpg_shm *s);
+/* Whether large all_gathers and broadcasts read the owners' buffers in
+ * place (shm_direct.c's single copy): 1 yes, -1 no, 0 not decided yet (the
+ * communicator's first such call decides, for every local rank alike). */
+int dpg_shm_single_copy(const struct dpg_shm *s);
 
 /* Pipes mode.  At the start of every collective both ends call
  * dpg_shm_pipe_begin (aligns the pipe positions to 8 bytes so that elements

@@ -50,6 +50,11 @@
  * to arrive). */
 #define SHM_EXPLORE_MS 50
 #define SHM_HANDOFF_AGE_MS 250
+/* all_gather / broadcast calls of CMA_BYTES to CMA_MAX_BYTES (all ranks'
+ * together) read the owners' buffers in place where the ranks can and do
+ * not outnumber the CPUs (shm_direct.c's single copy) */
+#define SHM_CMA_BYTES (64u << 10)
+#define SHM_CMA_MAX_BYTES (16u << 20)
 /* all_gather / broadcast stages: a quarter of the call, at least this */
 #define SHM_CHUNK_DIV 4
 #define SHM_MIN_CHUNK (16u << 10)
@@ -123,6 +128,11 @@ struct dpg_shm {
 	bool split;			/* hdr->split */
 	int stream;			/* copies into slots: 1 stream, -1 never,
 					 * 0 by the handoff latency */
+	int cma;			/* single copy: 1 every rank can read
+					 * every other and wants to, -1 not,
+					 * 0 not probed yet */
+	bool cma_want;			/* this rank's part: configured, pids
+					 * valid here */
 	struct dpg_handoff handoff;	/* latencies this rank sampled */
 	int64_t explored_ns;		/* when it last copied a large call
 					 * normally while streaming */

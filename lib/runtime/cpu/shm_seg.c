@@ -109,6 +109,7 @@ static int shm_new(const struct dpg_shm_cfg *cfg, struct dpg_shm **out, struct d
 	s->pid_ok = cfg->pid_ok;
 	s->oversub = cfg->oversub >= 0 ? cfg->oversub != 0 : s->n > ncpus();
 	s->stream = cfg->stream > 0 ? 1 : cfg->stream < 0 ? -1 : 0;
+	s->cma_want = cfg->cma >= 0 && cfg->pid_ok;
 	s->ranks = calloc((size_t)s->n, sizeof(*s->ranks));
 	s->pids = calloc((size_t)s->n, sizeof(*s->pids));
 	s->pidfds = calloc((size_t)s->n, sizeof(*s->pidfds));

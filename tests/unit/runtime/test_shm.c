@@ -6,7 +6,8 @@
  * and a dead or absent local rank noticed in bounded time; a corrupt failure
  * word, a full /dev/shm (a 1 MiB tmpfs in a private mount namespace) and
  * SIGTERM right after attaching (issue 17, item 8); the streamed copies into
- * the slots and the handoff estimate that chooses them (issue 16).
+ * the slots and the handoff estimate that chooses them, and the single-copy
+ * reads of large all_gathers and broadcasts (issue 16).
  *
  * Rank processes are forked per test and meet through a real rendezvous
  * store, served by a forked process.  Children report through their exit
@@ -38,6 +39,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "cma.h"
 #include "handoff.h"
 #include "net.h"
 #include "shm.h"
@@ -427,7 +429,9 @@ static float split_val(int q, int call, size_t i)
 	return (float)((q + 1) * 1000003 + call * 7919 + (int)(i % 100003));
 }
 
-static int split_run(struct rk *r, int oversub)
+/* cma: the configuration's (-1: through the slots); *chose (when not
+ * NULL): what the handle chose for single copy after the calls. */
+static int split_run(struct rk *r, int oversub, int cma, int *chose)
 {
 	static const size_t counts[] = { 3, 4095, 4097, 65537, 300001, 1 << 20 };
 	struct dpg_err err = { "" };
@@ -440,6 +444,7 @@ static int split_run(struct rk *r, int oversub)
 	CHK(a != NULL && b != NULL, "out of memory");
 	r->cfg.oversub = oversub;
 	r->cfg.slot_bytes = 0;
+	r->cfg.cma = cma;
 	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
 	for (int round = 0; round < 3 && rc == 0; round++)
 		for (k = 0; k < sizeof(counts) / sizeof(counts[0]) && rc == 0; k++) {
@@ -468,6 +473,8 @@ static int split_run(struct rk *r, int oversub)
 					    "[%zu] = %g", c, root, i, a[i]);
 			}
 		}
+	if (chose != NULL)
+		*chose = dpg_shm_single_copy(s);
 	dpg_shm_close(s);
 	free(a);
 	free(b);
@@ -476,14 +483,14 @@ static int split_run(struct rk *r, int oversub)
 
 static int split_rank(struct rk *r)
 {
-	return split_run(r, 0);
+	return split_run(r, 0, -1, NULL);
 }
 
 /* The same where the ranks outnumber the CPUs: slot-sized stages, and a
  * broadcast root that streams every call from 64 KiB (shm_direct.c). */
 static int split_oversub_rank(struct rk *r)
 {
-	return split_run(r, 1);
+	return split_run(r, 1, -1, NULL);
 }
 
 static void test_split_copies(void **state)
@@ -620,6 +627,7 @@ static int sample_rank(struct rk *r)
 
 	CHK(a != NULL, "out of memory");
 	r->cfg.oversub = 0;
+	r->cfg.cma = -1;	/* through the slots, where the waits sample */
 	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
 	CHK(dpg_shm_handoff_ns(s) == 0, "an estimate before any call");
 	for (call = 1; call <= 2000; call++) {
@@ -649,6 +657,180 @@ static void test_handoff_sampled(void **state)
 {
 	(void)state;
 	run_ranks(2, sample_rank, 120);
+}
+
+/* Single copy (cma.c, shm_direct.c): with a CPU per rank, all_gathers and
+ * broadcasts of 64 KiB to 16 MiB read the owners' buffers in place where
+ * every rank can read every other.  The copy collectives of
+ * test_split_copies, every element checked, at 2 and 3 ranks; whether
+ * single copy was chosen must agree with whether this rank can read its
+ * peers' memory at all (tried here on a word each peer names through the
+ * store); a send buffer that overlaps the other ranks' blocks; a peer whose
+ * pid one rank cannot read makes every rank keep the slots; a root whose
+ * buffer cannot be read fails the call on every rank, named. */
+#define CMA_WORD 0x5eedf00d00000000ull
+
+static int cma_peers_readable(struct rk *r)
+{
+	static uint64_t word;
+	struct dpg_err err = { "" };
+	char k[64], v[32];
+	int q, ok = 1;
+
+	word = CMA_WORD | (uint64_t)r->rank;
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)(uintptr_t)&word);
+	CHK(dpg_store_set(r->st, rkey(r, "word", r->rank, k, sizeof(k)), v, strlen(v) + 1,
+			  dpg_now_ms() + 5000, &err) == 0, "set word: %s", err.msg);
+	for (q = 0; q < r->n; q++) {
+		void *val = NULL;
+		size_t len = 0;
+
+		if (q == r->rank)
+			continue;
+		CHK(dpg_store_get(r->st, rkey(r, "word", q, k, sizeof(k)), &val, &len,
+				  dpg_now_ms() + 5000, &err) == 0, "get word: %s", err.msg);
+		if (dpg_cma_check(r->pids[q], strtoull(val, NULL, 10), CMA_WORD | (uint64_t)q) != 0)
+			ok = 0;
+		free(val);
+	}
+	return ok ? 2 : 1;	/* 0 is CHK's failure */
+}
+
+static int single_copy_rank(struct rk *r)
+{
+	int can = cma_peers_readable(r), chose = 0;
+
+	CHK(can > 0, "store");
+	if (split_run(r, 0, 0, &chose) != 0)
+		return 1;
+	CHK(chose == (can == 2 ? 1 : -1), "single copy %d, peers %sreadable", chose,
+	    can == 2 ? "" : "not ");
+	if (r->rank == 0)
+		printf("single copy %s here (%d ranks)\n", can == 2 ? "used" : "not possible",
+		       r->n);
+	return 0;
+}
+
+/* All ranks gather from send buffers that start one element past their
+ * own block (the last rank's one before it): each overlaps a neighbour's
+ * block, which the others write; then a broadcast. */
+static int overlap_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(20000, NULL);
+	struct dpg_shm *s = NULL;
+	size_t c = 32768, i;
+	float *b = malloc(((size_t)r->n * c + 2) * sizeof(float)), *recv = b + 1, *send;
+	int q, call;
+
+	CHK(b != NULL, "out of memory");
+	r->cfg.oversub = 0;
+	r->cfg.slot_bytes = 0;
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	for (call = 1; call <= 3; call++) {
+		send = recv + (size_t)r->rank * c + (r->rank + 1 < r->n ? 1 : -1);
+		for (i = 0; i < c; i++)
+			send[i] = split_val(r->rank, call, i);
+		CHK(dpg_shm_all_gather(s, send, recv, c, DPG_F32, &w, &err) == 0,
+		    "all_gather: %s", err.msg);
+		for (q = 0; q < r->n; q++)
+			for (i = 0; i < c; i++)
+				CHK(recv[(size_t)q * c + i] == split_val(q, call, i),
+				    "overlapping all_gather %d: block %d [%zu] = %g", call, q, i,
+				    recv[(size_t)q * c + i]);
+	}
+	CHK(dpg_shm_single_copy(s) != 0, "not decided after 3 calls of 128 KiB a rank");
+	dpg_shm_close(s);
+	free(b);
+	return 0;
+}
+
+/* Local rank 0 is configured never to read in place (its pids could be
+ * invalid there too): rank 1 would, and both must keep the slots (they
+ * could not work together otherwise).  Then fresh segments whose first
+ * large call, which decides, is a broadcast (its stages follow the
+ * decision's: a reader must not take the decision's for the root's data). */
+static int one_blind_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(20000, NULL);
+	size_t c = 1u << 18, i;
+	float *a = malloc(c * sizeof(float));
+	int chose = 0, seg;
+
+	CHK(a != NULL, "out of memory");
+	if (split_run(r, 0, r->rank == 0 ? -1 : 0, &chose) != 0)
+		return 1;
+	CHK(chose == -1, "single copy %d with one rank unable to read", chose);
+	for (seg = 0; seg < 20; seg++) {
+		struct dpg_shm *s = NULL;
+
+		snprintf(r->key, sizeof(r->key), "t%d/seg%d", r->seq, seg + 2);
+		r->cfg.key = r->key;
+		CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+		for (i = 0; i < c; i++)
+			a[i] = r->rank == 0 ? split_val(0, seg, i) : -1.0f;
+		CHK(dpg_shm_broadcast(s, a, c, DPG_F32, 0, &w, &err) == 0, "bcast: %s", err.msg);
+		for (i = 0; i < c; i++)
+			CHK(a[i] == split_val(0, seg, i), "first broadcast, segment %d [%zu] = %g",
+			    seg, i, a[i]);
+		CHK(dpg_shm_single_copy(s) == -1, "single copy %d", dpg_shm_single_copy(s));
+		dpg_shm_close(s);
+	}
+	free(a);
+	return 0;
+}
+
+/* The root of a 1 MiB broadcast passes an address nobody can read (it never
+ * touches it itself: the readers do): every rank fails, the readers naming
+ * the root and what failed, the root through the failure word; no hang. */
+static int bad_root_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm_wait w = wait_for(5000, NULL);
+	struct dpg_shm *s = NULL;
+	size_t c = 1u << 18;
+	float *a = malloc(c * sizeof(float));
+	int can = cma_peers_readable(r), rc;
+	int64_t t0;
+
+	CHK(a != NULL && can > 0, "setup");
+	r->cfg.oversub = 0;
+	r->cfg.slot_bytes = 0;
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	CHK(dpg_shm_broadcast(s, a, c, DPG_F32, 0, &w, &err) == 0, "broadcast: %s", err.msg);
+	if (dpg_shm_single_copy(s) != 1) {	/* single_copy_rank checks why */
+		dpg_shm_close(s);
+		free(a);
+		return 0;
+	}
+	t0 = dpg_now_ms();
+	rc = dpg_shm_broadcast(s, r->rank == 0 ? (void *)(uintptr_t)4096 : (void *)a, c,
+			       DPG_F32, 0, &w, &err);
+	CHK(rc == -DPG_ERR_PEER, "broadcast from a bad address: %d %s", rc, err.msg);
+	CHK(dpg_now_ms() - t0 < 3000, "failed after %lld ms", (long long)(dpg_now_ms() - t0));
+	/* a reader names what it could not read, or learns it from the one
+	 * that failed first (the failure word); the root from the word */
+	CHK(strstr(err.msg, "peer rank 0's (h0) buffer at 0x1000 in place: Bad address") ||
+	    strstr(err.msg, "peer rank 0 (h0) broke the protocol (reported by rank "),
+	    "message: %s", err.msg);
+	CHK(post(r, r->rank == 0 ? "failed0" : r->rank == 1 ? "failed1" : "failed2") == 0 &&
+	    await(r, "failed0") == 0 && await(r, "failed1") == 0 && await(r, "failed2") == 0,
+	    "meet");	/* nobody exits while another may still look at it */
+	dpg_shm_close(s);
+	free(a);
+	return 0;
+}
+
+static void test_single_copy(void **state)
+{
+	(void)state;
+	run_ranks(2, single_copy_rank, 60);
+	run_ranks(3, single_copy_rank, 60);
+	run_ranks(2, overlap_rank, 30);
+	run_ranks(3, overlap_rank, 30);
+	run_ranks(2, one_blind_rank, 60);
+	run_ranks(3, bad_root_rank, 30);
 }
 
 /* The creator closes without an explicit unlink: the name goes too. */
@@ -1225,6 +1407,7 @@ int main(void)
 		cmocka_unit_test(test_pipes),
 		cmocka_unit_test(test_split_copies),
 		cmocka_unit_test(test_stream_copies),
+		cmocka_unit_test(test_single_copy),
 		cmocka_unit_test(test_handoff_median),
 		cmocka_unit_test(test_handoff_sampled),
 		cmocka_unit_test(test_failure_word),
