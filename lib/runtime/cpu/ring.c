@@ -75,7 +75,15 @@
  * netns minicluster: 3 "nodes" of 2 ranks on 2 vCPUs) a waiting rank's
  * spin takes the CPU from the rank it waits for, and training jobs there
  * ran 3-5x longer (node loss 28 -> 145 s).  A rank 100 ms late costs each
- * waiting rank 0.17 ms of CPU (Open MPI spins through the 100 ms). */
+ * waiting rank 0.17 ms of CPU (Open MPI spins through the 100 ms).
+ *   The budget is per stall: a piece that moves starts it afresh (it ran
+ * from the first stall on, so a long transfer slept in poll once per
+ * 100 us: 2 ranks, 4 MiB broadcasts over TCP for a second, 4432 context
+ * switches, 170 per stall; the time per call within the noise).  Where
+ * the ranks outnumber the CPUs it still runs across stalls: there every
+ * spin is taken from a rank that could run (4 ranks on 2 vCPUs, 6
+ * interleaved rounds, per stall: allreduce / reduce_scatter 4-16 MiB
+ * 0.88-0.96x). */
 #define CPU_TCP_SPIN_NS 100000
 #define CPU_TCP_YIELD_NS 1000000	/* the same with sched_yield, when the
 					 * machine's ranks outnumber its CPUs
@@ -1422,6 +1430,8 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		}
 		if (progress) {
 			backoff = 0;
+			if (p->tcp_spin)
+				spin_t0 = 0;	/* see CPU_TCP_SPIN_NS */
 			if ((++iter & 255) == 0 && dpg_cpu_aborted(p))
 				return dpg_ring_fail_abort(p, err);
 			continue;
