@@ -823,7 +823,7 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 	 * overlaps the others' blocks (then from our slot, once they are out) */
 	bool own_direct = send == mine || send + sc * es <= recv ||
 			  send >= recv + (size_t)n * sc * es;
-	struct xfer x = xfer_for(s, sc * es * (size_t)n);
+	struct xfer x;
 	struct probe pb;
 	uint64_t g0;
 	bool one;
@@ -834,6 +834,8 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 		return rc;
 	if (one)
 		return cma_all_gather(s, send, recv, sc * es, own_direct, w, err);
+	/* after the choice: a call read in place takes no streaming turn */
+	x = xfer_for(s, sc * es * (size_t)n);
 	N = (sc + E - 1) / E;
 	g0 = s->g;
 	s->g += N;
