@@ -55,6 +55,7 @@
  * not outnumber the CPUs (shm_direct.c's single copy) */
 #define SHM_CMA_BYTES (64u << 10)
 #define SHM_CMA_MAX_BYTES (16u << 20)
+#define SHM_CMA_ALIGN 4096	/* a broadcast root's part: whole pages */
 /* all_gather / broadcast stages: a quarter of the call, at least this */
 #define SHM_CHUNK_DIV 4
 #define SHM_MIN_CHUNK (16u << 10)

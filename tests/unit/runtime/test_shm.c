@@ -781,9 +781,10 @@ static int one_blind_rank(struct rk *r)
 	return 0;
 }
 
-/* The root of a 1 MiB broadcast passes an address nobody can read (it never
- * touches it itself: the readers do): every rank fails, the readers naming
- * the root and what failed, the root through the failure word; no hang. */
+/* The root of a 1 MiB broadcast passes an address nobody can read: every
+ * rank fails, the root naming its own buffer (it writes the buffer's last
+ * part into the readers' itself), the readers naming the root and what
+ * failed, or learning it through the failure word; no hang. */
 static int bad_root_rank(struct rk *r)
 {
 	struct dpg_err err = { "" };
@@ -795,6 +796,7 @@ static int bad_root_rank(struct rk *r)
 	int64_t t0;
 
 	CHK(a != NULL && can > 0, "setup");
+	memset(a, 0, c * sizeof(float));
 	r->cfg.oversub = 0;
 	r->cfg.slot_bytes = 0;
 	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
@@ -807,13 +809,18 @@ static int bad_root_rank(struct rk *r)
 	t0 = dpg_now_ms();
 	rc = dpg_shm_broadcast(s, r->rank == 0 ? (void *)(uintptr_t)4096 : (void *)a, c,
 			       DPG_F32, 0, &w, &err);
-	CHK(rc == -DPG_ERR_PEER, "broadcast from a bad address: %d %s", rc, err.msg);
+	CHK(rc == (r->rank == 0 ? -DPG_ERR_INVALID : -DPG_ERR_PEER),
+	    "broadcast from a bad address: %d %s", rc, err.msg);
 	CHK(dpg_now_ms() - t0 < 3000, "failed after %lld ms", (long long)(dpg_now_ms() - t0));
 	/* a reader names what it could not read, or learns it from the one
-	 * that failed first (the failure word); the root from the word */
-	CHK(strstr(err.msg, "peer rank 0's (h0) buffer at 0x1000 in place: Bad address") ||
-	    strstr(err.msg, "peer rank 0 (h0) broke the protocol (reported by rank "),
-	    "message: %s", err.msg);
+	 * that failed first (the failure word) */
+	if (r->rank == 0)
+		CHK(strstr(err.msg, "the root's buffer at 0x1000 cannot be read (") != NULL,
+		    "message: %s", err.msg);
+	else
+		CHK(strstr(err.msg, "peer rank 0's (h0) buffer at 0x1000 in place: Bad address") ||
+		    strstr(err.msg, "peer rank 0 (h0) broke the protocol (reported by rank "),
+		    "message: %s", err.msg);
 	CHK(post(r, r->rank == 0 ? "failed0" : r->rank == 1 ? "failed1" : "failed2") == 0 &&
 	    await(r, "failed0") == 0 && await(r, "failed1") == 0 && await(r, "failed2") == 0,
 	    "meet");	/* nobody exits while another may still look at it */
