@@ -714,24 +714,31 @@ static int cma_use(struct dpg_shm *s, size_t bytes, bool *use, const struct dpg_
 	return 0;
 }
 
+/* A single copy to or from local rank q's buffer at address a failed with
+ * rc (-errno): publish it for the others, its culprit q, and say which. */
+static int cma_peer_fail(struct dpg_shm *s, int q, int rc, const char *how, size_t len,
+			 uint64_t a, struct dpg_err *err)
+{
+	struct dpg_fail f = { .why = rc == -ESRCH ? DPG_FAIL_EXITED : DPG_FAIL_PROTO,
+			      .culprit = s->ranks[q], .reporter = s->self };
+
+	dpg_shm_fail_publish(s, &f);
+	if (rc == -ESRCH)
+		return dpg_fail_format(&f, s->self, s->hosts, err);
+	return dpg_errs(err, DPG_ERR_PEER, "%s %zu bytes %s peer rank %d's (%s) buffer at %#llx "
+			"in place: %s", how, len, how[0] == 'r' ? "of" : "into", s->ranks[q],
+			s->hosts[s->ranks[q]], (unsigned long long)a, strerror(-rc));
+}
+
 /* Read local rank q's buffer of stage g (its cell's address) into dst;
  * a failure is published for the others, its culprit q. */
 static int cma_get(struct dpg_shm *s, uint64_t g, int q, void *dst, size_t len,
 		   struct dpg_err *err)
 {
 	uint64_t a = atomic_load_explicit(&cell(s, g, q)->addr, memory_order_relaxed);
-	struct dpg_fail f = { .culprit = s->ranks[q], .reporter = s->self };
 	int rc = dpg_cma_read(s->pids[q], dst, a, len);
 
-	if (rc == 0)
-		return 0;
-	f.why = rc == -ESRCH ? DPG_FAIL_EXITED : DPG_FAIL_PROTO;
-	dpg_shm_fail_publish(s, &f);
-	if (rc == -ESRCH)
-		return dpg_fail_format(&f, s->self, s->hosts, err);
-	return dpg_errs(err, DPG_ERR_PEER, "reading %zu bytes of peer rank %d's (%s) buffer "
-			"at %#llx in place: %s", len, s->ranks[q], s->hosts[s->ranks[q]],
-			(unsigned long long)a, strerror(-rc));
+	return rc == 0 ? 0 : cma_peer_fail(s, q, rc, "reading", len, a, err);
 }
 
 /* Stage g of a single-copy call: put our buffer's address in our cell
@@ -810,27 +817,18 @@ static int cma_put(struct dpg_shm *s, uint64_t g, int q, size_t off, const void 
 		   size_t len, struct dpg_err *err)
 {
 	uint64_t a = atomic_load_explicit(&cell(s, g, q)->addr, memory_order_relaxed) + off;
-	struct dpg_fail f = { .culprit = s->ranks[q], .reporter = s->self };
+	struct dpg_fail f = { .why = DPG_FAIL_PROTO, .culprit = s->self, .reporter = s->self };
 	int rc = dpg_cma_write(s->pids[q], a, src, len);
 
 	if (rc == 0)
 		return 0;
-	if (rc == -EFAULT && dpg_cma_write(getpid(), (uint64_t)(uintptr_t)src, src, len) != 0) {
-		/* ours: src over itself (the same bytes) faults too */
-		f.why = DPG_FAIL_PROTO;
-		f.culprit = s->self;
-		dpg_shm_fail_publish(s, &f);
-		return dpg_errs(err, DPG_ERR_INVALID, "broadcast: the root's buffer at %p "
-				"cannot be read (%zu bytes at offset %zu): %s",
-				(const void *)((const char *)src - off), len, off, strerror(EFAULT));
-	}
-	f.why = rc == -ESRCH ? DPG_FAIL_EXITED : DPG_FAIL_PROTO;
+	if (rc != -EFAULT || dpg_cma_write(getpid(), (uint64_t)(uintptr_t)src, src, len) == 0)
+		return cma_peer_fail(s, q, rc, "writing", len, a, err);
+	/* ours: src over itself (the same bytes) faults too */
 	dpg_shm_fail_publish(s, &f);
-	if (rc == -ESRCH)
-		return dpg_fail_format(&f, s->self, s->hosts, err);
-	return dpg_errs(err, DPG_ERR_PEER, "writing %zu bytes into peer rank %d's (%s) buffer "
-			"at %#llx in place: %s", len, s->ranks[q], s->hosts[s->ranks[q]],
-			(unsigned long long)a, strerror(-rc));
+	return dpg_errs(err, DPG_ERR_INVALID, "broadcast: the root's buffer at %p cannot be "
+			"read (%zu bytes at offset %zu): %s",
+			(const void *)((const char *)src - off), len, off, strerror(EFAULT));
 }
 
 /* The part of a broadcast that its root writes into every reader while the
