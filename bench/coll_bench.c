@@ -25,7 +25,8 @@
  *             reduce_scatter and all_gather (n-1)/n, broadcast the buffer
  *             along the chain from rank 0), nonblocking, both ways at once
  *             and independent of each other (no forwarding, no math, no
- *             headers), waiting the -Y way (spin: busy-polling, with
+ *             headers; all_gather also copies the rank's own block into
+ *             the output, as every all_gather out of place must), waiting the -Y way (spin: busy-polling, with
  *             sched_yield between tries where ranks outnumber the CPUs;
  *             block: poll(2) until a stream can move): the bytes a ring
  *             must move over TCP, moved with nothing else, for a reference
@@ -292,6 +293,9 @@ static void run_tcplimit(const struct dpg_comm *c, int op, size_t count, void *r
 		else if (moved == 0 && g_yield)
 			sched_yield();
 	}
+	if (op == OP_ALLGATHER)	/* our own block, out of place */
+		memcpy((char *)r + (size_t)c->rank * (bytes / (size_t)c->size), g_limit,
+		       bytes / (size_t)c->size);
 }
 
 /* One call of op; count = elements of the op's "bytes" (see the header). */
