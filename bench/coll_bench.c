@@ -26,8 +26,9 @@
  *             along the chain from rank 0), nonblocking, both ways at once
  *             and independent of each other (no forwarding, no math, no
  *             headers; all_gather also copies the rank's own block into
- *             the output, as every all_gather out of place must), waiting the -Y way (spin: busy-polling, with
- *             sched_yield between tries where ranks outnumber the CPUs;
+ *             the output, as every all_gather out of place must),
+ *             waiting the -Y way (spin: busy-polling, with sched_yield
+ *             between tries where ranks outnumber the CPUs;
  *             block: poll(2) until a stream can move): the bytes a ring
  *             must move over TCP, moved with nothing else, for a reference
  *             beside the collectives (the better of the two waits is the

@@ -79,7 +79,8 @@
  *   The budget is per stall: a piece that moves starts it afresh (it ran
  * from the first stall on, so a long transfer slept in poll once per
  * 100 us: 2 ranks, 4 MiB broadcasts over TCP for a second, 4432 context
- * switches, 170 per stall; the time per call within the noise).  Where
+ * switches, 170 with the budget per stall; the time per call within the
+ * noise).  Where
  * the ranks outnumber the CPUs it still runs across stalls: there every
  * spin is taken from a rank that could run (4 ranks on 2 vCPUs, 6
  * interleaved rounds, per stall: allreduce / reduce_scatter 4-16 MiB

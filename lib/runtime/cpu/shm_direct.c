@@ -636,8 +636,9 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
  * 64 KiB / 1 MiB / 4 MiB / 16 MiB took 3-4 / 69-90 / 445-519 / 1916-2194
  * with the readers reading it all, 2-3 / 24-40 / 202-296 / 987-1341 so,
  * Open MPI 5-6 / 69-102 / 408-497 / 1758-2122; at 64 / 256 MiB, where the
- * slots serve, it took about as long as they did).  Whether the ranks can read each other is checked once, on the
- * communicator's first such call, by all of them together (cma_probe): a
+ * slots serve, it took about as long as they did).  Whether the ranks can
+ * read each other is checked once, on the communicator's first such call,
+ * by all of them together (cma_probe): a
  * kernel without cross-memory attach, Yama's ptrace_scope >= 1 (which dpg
  * does not relax) or separate pid namespaces leave the slots in use.
  * Measured on a 2-vCPU Intel Xeon VM (2026-11-28, 3 interleaved rounds):
@@ -716,7 +717,7 @@ static int cma_use(struct dpg_shm *s, size_t bytes, bool *use, const struct dpg_
 
 /* A single copy to or from local rank q's buffer at address a failed with
  * rc (-errno): publish it for the others, its culprit q, and say which. */
-static int cma_peer_fail(struct dpg_shm *s, int q, int rc, const char *how, size_t len,
+static int cma_peer_fail(struct dpg_shm *s, int q, int rc, bool write, size_t len,
 			 uint64_t a, struct dpg_err *err)
 {
 	struct dpg_fail f = { .why = rc == -ESRCH ? DPG_FAIL_EXITED : DPG_FAIL_PROTO,
@@ -726,7 +727,7 @@ static int cma_peer_fail(struct dpg_shm *s, int q, int rc, const char *how, size
 	if (rc == -ESRCH)
 		return dpg_fail_format(&f, s->self, s->hosts, err);
 	return dpg_errs(err, DPG_ERR_PEER, "%s %zu bytes %s peer rank %d's (%s) buffer at %#llx "
-			"in place: %s", how, len, how[0] == 'r' ? "of" : "into", s->ranks[q],
+			"in place: %s", write ? "writing" : "reading", len, write ? "into" : "of", s->ranks[q],
 			s->hosts[s->ranks[q]], (unsigned long long)a, strerror(-rc));
 }
 
@@ -738,7 +739,7 @@ static int cma_get(struct dpg_shm *s, uint64_t g, int q, void *dst, size_t len,
 	uint64_t a = atomic_load_explicit(&cell(s, g, q)->addr, memory_order_relaxed);
 	int rc = dpg_cma_read(s->pids[q], dst, a, len);
 
-	return rc == 0 ? 0 : cma_peer_fail(s, q, rc, "reading", len, a, err);
+	return rc == 0 ? 0 : cma_peer_fail(s, q, rc, false, len, a, err);
 }
 
 /* Stage g of a single-copy call: put our buffer's address in our cell
@@ -823,7 +824,7 @@ static int cma_put(struct dpg_shm *s, uint64_t g, int q, size_t off, const void 
 	if (rc == 0)
 		return 0;
 	if (rc != -EFAULT || dpg_cma_write(getpid(), (uint64_t)(uintptr_t)src, src, len) == 0)
-		return cma_peer_fail(s, q, rc, "writing", len, a, err);
+		return cma_peer_fail(s, q, rc, true, len, a, err);
 	/* ours: src over itself (the same bytes) faults too */
 	dpg_shm_fail_publish(s, &f);
 	return dpg_errs(err, DPG_ERR_INVALID, "broadcast: the root's buffer at %p cannot be "
