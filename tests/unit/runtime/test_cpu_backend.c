@@ -751,6 +751,7 @@ struct fail_arg {
 	int n, layout, victim;
 	char name[48];
 	double *shared;		/* MAP_SHARED: [0] = the victim's exit time */
+	int *done;		/* MAP_SHARED: the other ranks that have their result */
 	int mode;		/* 0 kill mid-call, 1 never call (timeout), 2 abort */
 	int op;			/* 0 allreduce, 1 all_gather, 2 broadcast,
 				 * 3 a small all_gather (two-way over TCP) */
@@ -784,6 +785,19 @@ static void *killer(void *argp)
 	return NULL;
 }
 
+/* A rank that never calls stays alive until every other rank has its
+ * result (its exit would be a death, not lateness), 10 s at most. */
+static void outlive_others(const struct fail_arg *a)
+{
+	for (int k = 0; k < 1000 && __atomic_load_n(a->done, __ATOMIC_ACQUIRE) < a->n - 1; k++)
+		usleep(10000);
+}
+
+static void have_result(const struct fail_arg *a)
+{
+	__atomic_add_fetch(a->done, 1, __ATOMIC_RELEASE);
+}
+
 static int fail_child(int rank, void *argp)
 {
 	struct fail_arg *a = argp;
@@ -806,7 +820,7 @@ static int fail_child(int rank, void *argp)
 		pthread_t t;
 
 		if (a->mode == 1) {
-			usleep(2500000);	/* alive, but never calls */
+			outlive_others(a);	/* alive, but never calls */
 			free(out);
 			free(buf);
 			rank_stop(&re);
@@ -843,6 +857,7 @@ static int fail_child(int rank, void *argp)
 	/* sticky: the next call fails the same way at once */
 	CHK(c->ops->allreduce(c, buf, buf, 4, DPG_F32, DPG_SUM, NULL, &err) == rc,
 	    "the failure is not sticky");
+	have_result(a);
 	free(out);
 	free(buf);
 	rank_stop(&re);
@@ -858,6 +873,7 @@ static void run_fail_op(int n, int layout, int victim, int mode, int op)
 
 	a.shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(a.shared != MAP_FAILED);
+	a.done = (int *)(void *)(a.shared + 2);
 	snprintf(a.name, sizeof(a.name), "fail%d.%s.%d", g_name_seq++, layout_name(layout), n);
 	bad = run_ranks(n, fail_child, &a, 60);
 	if (mode == 0)
@@ -954,7 +970,7 @@ static int abort_child(int rank, void *argp)
 	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, &g_abort_flag) != 0)
 		return 1;
 	if (rank == a->victim) {
-		usleep(1500000);	/* never calls */
+		outlive_others(a);	/* never calls */
 		rank_stop(&re);
 		return 0;
 	}
@@ -978,6 +994,7 @@ static int abort_child(int rank, void *argp)
 		    err.msg);
 		CHK(mono_s() - t0 < 5.0, "took %.2f s", mono_s() - t0);
 	}
+	have_result(a);
 	rank_stop(&re);
 	return 0;
 }
@@ -985,16 +1002,20 @@ static int abort_child(int rank, void *argp)
 static void test_abort(void **state)
 {
 	int layouts[] = { L_SHM, L_TCP, L_HALF }, i, mode;
+	int *done = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
 	(void)state;
+	assert_true(done != MAP_FAILED);
 	for (mode = 0; mode < 2; mode++)
 		for (i = 0; i < 3; i++) {
 			struct fail_arg a = { .n = 3, .layout = layouts[i], .victim = 2,
-					      .mode = mode };
+					      .mode = mode, .done = done };
 
+			*done = 0;
 			snprintf(a.name, sizeof(a.name), "abort%d.%d", g_name_seq++, i);
 			assert_int_equal(run_ranks(3, abort_child, &a, 60), 0);
 		}
+	munmap(done, 4096);
 }
 
 /* ------------------------------------------------------------ issue 17 */
