@@ -94,7 +94,7 @@ fi
 read -r -a words <<<"$profiles"; profiles="${words[*]}"
 if (cd "$src" && DEB_BUILD_OPTIONS="$opts" DEB_BUILD_PROFILES="$profiles" \
 	dpkg-buildpackage "${bopts[@]}" >"$work/build.log" 2>&1); then
-	ok "dpkg-buildpackage ${bopts[*]}${profiles:+ (profiles: $profiles)} ($((SECONDS - t0))s)"
+	ok "DEB_BUILD_OPTIONS='$opts' dpkg-buildpackage ${bopts[*]}${profiles:+ (profiles: $profiles)} ($((SECONDS - t0))s)"
 else
 	ko "dpkg-buildpackage ${bopts[*]} (log: $work/build.log)"
 	tail -n 40 "$work/build.log" | sed 's/^/   | /'

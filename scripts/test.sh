@@ -105,7 +105,8 @@ pyenv() { DPG_PYENV=$(cat "$logs/pyenv.path" 2>/dev/null || scripts/pyenv.sh --p
 st_templates() { pyenv make -C build/werror check-templates; }
 st_e2e() { pyenv make -C build/werror check-e2e; }
 st_e2e_netns() { pyenv make -C build/werror check-e2e-netns; }
-st_distcheck() { make -C build/werror distcheck; }
+# (-j2 reaches the tarball's own build and unit tests: 103 s instead of 193)
+st_distcheck() { make -C build/werror -j2 distcheck; }
 
 for s in $stages; do
 	case $s in
