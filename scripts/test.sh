@@ -95,7 +95,7 @@ st_valgrind() {
 }
 # the packages are built without their unit tests (DEB_BUILD_OPTIONS=nocheck):
 # the unit stage ran the same tests on the same tree (in the package build,
-# serially, they took ~100 of its ~190 s); DPG_PKG_NOCHECK=0 runs them there too
+# serially, they took ~160 of its ~190 s); DPG_PKG_NOCHECK=0 runs them there too
 st_pkg() { DPG_PKG_NOCHECK=${DPG_PKG_NOCHECK:-1} scripts/pkg-test.sh; }
 st_fuzz() { tests/fuzz/run.sh "${DPG_FUZZ_SECONDS:-60}"; }
 st_man() { make -C build/werror check-man; }
