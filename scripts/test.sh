@@ -58,9 +58,10 @@ st_asan() (
 # missed the store's 2 s authentication deadline).  Each test's findings go
 # to the log in the list's order.
 vg_alone="test_cpu_backend test_init test_report test_shm"
+vg_file() { echo "$2/$(echo "$1" | tr / _)"; }	# vg_file TEST DIR: DIR/N
 vg_one() { # vg_one TEST DIR: DIR/N.verdict and DIR/N.err (memcheck's stderr)
 	local f
-	f=$2/$(echo "$1" | tr / _)
+	f=$(vg_file "$1" "$2")
 	if build/werror/libtool --mode=execute valgrind -q --error-exitcode=99 \
 		--suppressions=tests/unit/valgrind.supp --leak-check=full \
 		--errors-for-leak-kinds=definite,indirect "$1" >/dev/null 2>"$f.err"; then
@@ -85,7 +86,7 @@ st_valgrind() {
 	wait
 	for t in "${alone[@]}"; do vg_one "$t" "$dir"; done
 	for t in "${list[@]}"; do
-		f=$dir/$(echo "$t" | tr / _)
+		f=$(vg_file "$t" "$dir")
 		cat "$f.err" 2>/dev/null
 		if [ -s "$f.verdict" ]; then cat "$f.verdict"; else echo "valgrind FAILED: $t (no verdict)"; fi
 		grep -q '^valgrind clean' "$f.verdict" 2>/dev/null || rc=1

@@ -751,7 +751,7 @@ struct fail_arg {
 	int n, layout, victim;
 	char name[48];
 	double *shared;		/* MAP_SHARED: [0] = the victim's exit time */
-	int *done;		/* MAP_SHARED: the other ranks that have their result */
+	atomic_int *done;	/* MAP_SHARED: the other ranks that have their result */
 	int mode;		/* 0 kill mid-call, 1 never call (timeout), 2 abort */
 	int op;			/* 0 allreduce, 1 all_gather, 2 broadcast,
 				 * 3 a small all_gather (two-way over TCP) */
@@ -789,13 +789,13 @@ static void *killer(void *argp)
  * result (its exit would be a death, not lateness), 10 s at most. */
 static void outlive_others(const struct fail_arg *a)
 {
-	for (int k = 0; k < 1000 && __atomic_load_n(a->done, __ATOMIC_ACQUIRE) < a->n - 1; k++)
+	for (int k = 0; k < 1000 && atomic_load(a->done) < a->n - 1; k++)
 		usleep(10000);
 }
 
 static void have_result(const struct fail_arg *a)
 {
-	__atomic_add_fetch(a->done, 1, __ATOMIC_RELEASE);
+	atomic_fetch_add(a->done, 1);
 }
 
 static int fail_child(int rank, void *argp)
@@ -873,7 +873,7 @@ static void run_fail_op(int n, int layout, int victim, int mode, int op)
 
 	a.shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(a.shared != MAP_FAILED);
-	a.done = (int *)(void *)(a.shared + 2);
+	a.done = (atomic_int *)(void *)(a.shared + 2);
 	snprintf(a.name, sizeof(a.name), "fail%d.%s.%d", g_name_seq++, layout_name(layout), n);
 	bad = run_ranks(n, fail_child, &a, 60);
 	if (mode == 0)
@@ -1002,7 +1002,8 @@ static int abort_child(int rank, void *argp)
 static void test_abort(void **state)
 {
 	int layouts[] = { L_SHM, L_TCP, L_HALF }, i, mode;
-	int *done = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	atomic_int *done = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				-1, 0);
 
 	(void)state;
 	assert_true(done != MAP_FAILED);
@@ -1011,7 +1012,7 @@ static void test_abort(void **state)
 			struct fail_arg a = { .n = 3, .layout = layouts[i], .victim = 2,
 					      .mode = mode, .done = done };
 
-			*done = 0;
+			atomic_store(done, 0);
 			snprintf(a.name, sizeof(a.name), "abort%d.%d", g_name_seq++, i);
 			assert_int_equal(run_ranks(3, abort_child, &a, 60), 0);
 		}
