@@ -60,13 +60,15 @@
  *
  * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
- *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-O auto|off] [-Y spin|block]
- *          [-d f32|bf16]
+ *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-L LOCKSTEP_BYTES] [-S auto|on|off]
+ *          [-O auto|off] [-Y spin|block] [-d f32|bf16]
  *          [-W MS] [-F] [-P] [-T]
  *   -S: stream the shm copies into the slots always / never (default auto:
  *   while cache lines are slow to pass between the CPUs, see shm_direct.c)
  *   -O off: shm all_gathers and broadcasts through the slots only (default
  *   auto: large ones read the owners' buffers in place where they can)
+ *   -L: broadcasts of at least this many bytes run in lockstep on TCP hops
+ *   (ring.c; default 0: the library's threshold; a huge value: never)
  *   -Y: how -m tcplimit waits (default spin); -F: in a ring's order
  *   -T: keep the record of each call as the public API does (track.h: the
  *   clock reads and the seqlock of coll.c's coll_run), to measure its cost
@@ -119,6 +121,7 @@ struct opts {
 	const char *label;
 	size_t slot;
 	size_t chunk;		/* -C: TCP send/recv piece (0: default) */
+	size_t lockstep;	/* -L: TCP broadcast lockstep from (0: default) */
 	unsigned stream;	/* -S on|off: DPG_CPU_STREAM / _NO_STREAM (auto: 0) */
 	unsigned cma;		/* -O off: DPG_CPU_NO_CMA (auto: 0) */
 	bool pin;
@@ -520,6 +523,7 @@ static int rank_main(int rank, const struct opts *o)
 	co.flags = (strcmp(o->mode, "ring") == 0 ? DPG_CPU_RING : 0) | o->stream | o->cma;
 	co.shm_slot_bytes = o->slot;
 	co.tcp_chunk_bytes = o->chunk;
+	co.tcp_lockstep_bytes = o->lockstep;
 	if (dpg_cpu_comm_init(&c, &co, &err) != 0)
 		die(rank, "init", &err);
 	if (posix_memalign((void **)&sbuf, 4096, o->maxb) != 0 ||
@@ -668,8 +672,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
-		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-S auto|on|off] [-Y spin|block] "
-		"[-d f32|bf16] [-W MS] [-F] [-P] [-T]\n");
+		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-L LOCKSTEP_BYTES] [-S auto|on|off] "
+		"[-O auto|off] [-Y spin|block] [-d f32|bf16] [-W MS] [-F] [-P] [-T]\n");
 	exit(2);
 }
 
@@ -728,6 +732,8 @@ int main(int argc, char **argv)
 			o.slot = strtoull(v, NULL, 0);
 		else if (strcmp(a, "-C") == 0)
 			o.chunk = strtoull(v, NULL, 0);
+		else if (strcmp(a, "-L") == 0)
+			o.lockstep = strtoull(v, NULL, 0);
 		else if (strcmp(a, "-S") == 0 && (strcmp(v, "auto") == 0 || strcmp(v, "on") == 0 ||
 						   strcmp(v, "off") == 0))
 			o.stream = strcmp(v, "on") == 0 ? DPG_CPU_STREAM

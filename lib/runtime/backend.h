@@ -91,6 +91,7 @@ struct dpg_backend_args {
 	unsigned flags;
 	size_t shm_slot_bytes;
 	size_t tcp_chunk_bytes;
+	size_t tcp_lockstep_bytes;
 };
 
 #endif

@@ -55,6 +55,9 @@
  * 52.4); at 16 KiB another 10 rounds gave 57.9 against 55.2, with slower
  * outliers (the bytes), so 16 KiB stays on the ring. */
 #define CPU_SMALL_RS_BYTES (8u << 10)
+/* Broadcasts of at least this many bytes run in lockstep on TCP hops
+ * (ring.c: the sender waits until its reader has entered the call). */
+#define CPU_LOCKSTEP_BYTES (1u << 20)
 
 /* ------------------------------------------------------------ the ops */
 
@@ -418,6 +421,13 @@ static int cpu_broadcast(struct dpg_comm *c, void *buf, size_t count, dpg_dtype_
 	}
 	j.dep = 0;
 	j.out0_free = d == 0;
+	j.lock = count * j.es >= p->lockstep;
+	if (j.lock) {
+		/* forward TCP hops (their backward lane is idle: B_in / B_out
+		 * are 0 on both ends of a forward hop) */
+		j.tok_in = j.T_out > 0 && j.B_in == 0 && p->next.kind == DPG_LINK_TCP;
+		j.tok_out = j.T_in > 0 && j.B_out == 0 && p->prev.kind == DPG_LINK_TCP;
+	}
 	return dpg_ring_run(p, &j, err);
 }
 
@@ -586,6 +596,7 @@ static int cpu_new(struct dpg_comm *c, const struct dpg_backend_args *o, struct 
 	p->uabort = o->abort;
 	p->timeout_s = o->timeout_s > 0 ? o->timeout_s : CPU_DEFAULT_TIMEOUT_S;
 	p->chunk = o->tcp_chunk_bytes > 0 ? o->tcp_chunk_bytes : CPU_DEFAULT_CHUNK;
+	p->lockstep = o->tcp_lockstep_bytes;	/* 0: count_cpus decides */
 	p->hosts = calloc((size_t)n, sizeof(*p->hosts));
 	p->ring = calloc((size_t)n, sizeof(*p->ring));
 	p->barbuf = calloc((size_t)n, sizeof(*p->barbuf));
@@ -744,23 +755,45 @@ static int read_addresses(struct dpg_cpu *p, struct rdv *x, struct dpg_err *err)
 	return 0;
 }
 
-/* Ranks on this physical machine vs the CPUs they may use: waits must not
- * spin when they outnumber the CPUs (e.g. 4 ranks on 2 cores). */
-static void count_cpus(struct dpg_cpu *p, struct rdv *x)
+/* Whether the ranks on the physical machine `uts` outnumber the CPUs they
+ * may use (the same answer on every rank: it reads the exchanged records). */
+static bool machine_oversub(const struct dpg_cpu *p, const struct rdv *x, const char *uts)
 {
 	uint64_t u[16] = { 0 };
 	int r, k, here = 0, cpus = 0;
 
 	for (r = 0; r < p->n; r++)
-		if (strcmp(x->all[r].uts, x->mine.uts) == 0) {
+		if (strcmp(x->all[r].uts, uts) == 0) {
 			here++;
 			for (k = 0; k < 16; k++)
 				u[k] |= x->all[r].cpus[k];
 		}
 	for (k = 0; k < 16; k++)
 		cpus += __builtin_popcountll(u[k]);
-	x->oversub = here > cpus;
+	return here > cpus;
+}
+
+/* Waits must not spin where this machine's ranks outnumber its CPUs (e.g.
+ * 4 ranks on 2 cores).  Large broadcasts run in lockstep (ring.c) by
+ * default only where it was measured to pay: 2 ranks, no machine
+ * oversubscribed (2 ranks over TCP on 2 vCPUs, 6 interleaved rounds,
+ * medians, us: 1 / 4 / 16 MiB 135 / 624 / 2810 against 167 / 769 / 3162
+ * streaming, Open MPI 130 / 604 / 2888; 64 / 256 KiB 23.5 / 45.8 against
+ * 12.3 / 38.2, so smaller ones stream; 4 ranks on 2 vCPUs, two-way, 5
+ * rounds: 1-16 MiB 6-14% slower, so not there).  Every rank must decide
+ * alike (a sender waits for a token its reader sends), hence the rule
+ * reads every machine's count, not just ours. */
+static void count_cpus(struct dpg_cpu *p, struct rdv *x)
+{
+	bool any = false;
+	int r;
+
+	x->oversub = machine_oversub(p, x, x->mine.uts);
 	p->tcp_spin = !x->oversub;
+	for (r = 0; r < p->n && !any; r++)
+		any = machine_oversub(p, x, x->all[r].uts);
+	if (p->lockstep == 0)
+		p->lockstep = p->n == 2 && !any ? CPU_LOCKSTEP_BYTES : SIZE_MAX;
 }
 
 /* Nodes in order of their lowest rank; the ring visits node by node. */

@@ -44,7 +44,9 @@
  * timeout_s (<= 0: 300), abort, and the optional tuning
  * flags (DPG_CPU_*), shm_slot_bytes (shared-memory stage size: 256 KiB,
  * 1 MiB when ranks outnumber CPUs) and tcp_chunk_bytes (largest single
- * send/recv: 1 MiB), 0 = default. */
+ * send/recv: 1 MiB) and tcp_lockstep_bytes (broadcasts of at least this
+ * many bytes wait on each TCP hop until the reader has entered the call:
+ * ring.c's lockstep; SIZE_MAX: never), 0 = default. */
 
 /* For c->rank, c->size and c->name already set: publish this rank's listen
  * address under "<c->name>/cpu/<rank>" in the store, read the others', set

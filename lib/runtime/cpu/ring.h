@@ -55,6 +55,7 @@ struct dpg_cpu {
 	const volatile int *uabort;
 	double timeout_s;
 	size_t chunk;
+	size_t lockstep;		/* broadcasts of >= lockstep bytes: tok_in/out */
 	bool tcp_spin;
 	/* sticky failure */
 	int fail_rc;
@@ -116,6 +117,12 @@ struct dpg_ring_job {
 				 * from next; TCP hops only; ring.c) */
 	int dep;		/* out step t needs in step t - dep (both ways) */
 	bool out0_free;		/* out step 0 needs nothing */
+	bool lock;		/* a broadcast in lockstep (ring.c; the same on
+				 * every rank): no stamp is deferred */
+	bool tok_out, tok_in;	/* and on its TCP hops: send our stamp to prev
+				 * on the backward lane at once / send data to
+				 * next only once its stamp came back that way
+				 * (B_out / B_in == 0) */
 	bool ne;		/* an all-gather by neighbour exchange (even n,
 				 * two-way; ring.c): its steps and each lane's
 				 * dep and out0_free follow from our position */

@@ -57,6 +57,10 @@ static pid_t g_store_pid;
 static uint8_t g_secret[32];
 static uint16_t g_port;
 static int g_name_seq;
+/* tcp_lockstep_bytes of the ranks forked next (0: the library's default,
+ * 1 MiB at 2 ranks; the tests force LOCK_BYTES where they need it) */
+static size_t g_lockstep;
+#define LOCK_BYTES 4096
 
 static int group_setup(void **state)
 {
@@ -155,6 +159,7 @@ static int rank_start(struct rank_env *re, int rank, int n, const char *name, in
 	o.timeout_s = timeout_s;
 	o.abort = abort_flag;
 	o.flags = layout == L_RING_SHM ? DPG_CPU_RING : 0;
+	o.tcp_lockstep_bytes = g_lockstep;
 	rc = dpg_cpu_comm_init(&re->c, &o, &err);
 	CHK(rc == 0, "init (%s, n=%d): %d %s", layout_name(layout), n, rc, err.msg);
 	CHK(re->c.ops != NULL && re->c.impl != NULL, "init left no ops");
@@ -910,6 +915,12 @@ static void test_kill_tcp(void **state)
 	run_fail_op(6, L_TCP, 2, 1, 3);
 	/* a two-way broadcast whose root never calls */
 	run_fail_op(5, L_TCP, 0, 1, 2);
+	/* 2-rank broadcasts in lockstep: the reader dies (the root may wait
+	 * for its token), the root dies */
+	g_lockstep = LOCK_BYTES;
+	run_fail_op(2, L_TCP, 1, 0, 2);
+	run_fail_op(2, L_TCP, 0, 0, 2);
+	g_lockstep = 0;
 }
 
 static void test_kill_shm(void **state)
@@ -938,6 +949,12 @@ static void test_timeout(void **state)
 	run_fail(4, L_HALF, 1, 1);
 	run_fail(4, L_RING_SHM, 2, 1);
 	run_fail(5, L_INTERLEAVE, 3, 1);
+	/* a lockstep broadcast (2 ranks): the reader never calls (the root
+	 * waits for its token and stamp), the root never calls */
+	g_lockstep = LOCK_BYTES;
+	run_fail_op(2, L_TCP, 1, 1, 2);
+	run_fail_op(2, L_TCP, 0, 1, 2);
+	g_lockstep = 0;
 }
 
 /* Abort: while rank 0 waits for a peer that never calls, another thread
@@ -1379,6 +1396,131 @@ static void test_bcast_deferred(void **state)
 			 layout_name(a.layout), a.n);
 		assert_int_equal(run_ranks(a.n, defer_child, &a, 60), 0);
 	}
+}
+
+/* Broadcasts in lockstep (ring.c; from LOCK_BYTES here, where the default
+ * is 1 MiB at 2 ranks): sizes on both sides of the threshold from every
+ * root, a run from one root longer than DPG_RING_DEFER mixing deferred and
+ * lockstep stamps, other calls between; TCP hops take the token, shared-
+ * memory hops only skip the deferral. */
+
+struct lock_arg {
+	int n, layout, which;
+	char name[48];
+};
+
+static int lock_child(int rank, void *argp)
+{
+	const struct lock_arg *a = argp;
+	static const size_t counts[] = { 1023, 1024, 1025, 7, 70001, 300007 };
+	struct rank_env re;
+	struct dpg_comm *c = &re.c;
+	struct dpg_err err = { "" };
+	int salt = 7000, root, i;
+	size_t k;
+
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, NULL) != 0)
+		return 1;
+	for (root = 0; root < a->n; root++)
+		for (k = 0; k < 6; k++)
+			if (check_broadcast(c, counts[k] > 5000 ? DPG_F16 : DPG_F32,
+					    counts[k] + (size_t)root % 2, root, ++salt))
+				return 1;
+	for (i = 0; i < DPG_RING_DEFER + 3; i++)
+		if (check_broadcast(c, DPG_F32, i % 3 == 0 ? 5000 : 9 + (size_t)i, a->n - 1,
+				    ++salt))
+			return 1;
+	if (check_allreduce(c, DPG_F32, DPG_SUM, 5001, false, false, ++salt) ||
+	    check_broadcast(c, DPG_F64, 4096, 0, ++salt) ||
+	    check_all_gather(c, DPG_F32, 1500, 0, ++salt) ||
+	    check_broadcast(c, DPG_I32, 65536, a->n / 2, ++salt))
+		return 1;
+	CHK(c->ops->barrier(c, &err) == 0, "barrier: %s", err.msg);
+	rank_stop(&re);
+	return 0;
+}
+
+/* Calls that do not match around a lockstep broadcast (2 ranks): rank 1's
+ * count differs (the token shows it to the root), rank 1 runs an allreduce
+ * or a broadcast below the threshold (it sees the root's stamp, which goes
+ * at once), or each rank names itself the root (no stamp is deferred in
+ * lockstep, so each sees the other's): every rank gets a mismatch error
+ * naming the other within seconds, not the 20 s timeout. */
+static const char *const LOCK_MM[] = { "counts", "allreduce", "small", "roots" };
+
+static int lock_mm_issue(struct dpg_comm *c, int which, int rank, float *buf,
+			 struct dpg_err *err)
+{
+	switch (which) {
+	case 0:
+		return c->ops->broadcast(c, buf, rank == 0 ? 4096 : 2048, DPG_F32, 0, NULL, err);
+	case 1:
+		return rank == 0 ? c->ops->broadcast(c, buf, 4096, DPG_F32, 0, NULL, err)
+				 : c->ops->allreduce(c, buf, buf, 4096, DPG_F32, DPG_SUM, NULL, err);
+	case 2:
+		return c->ops->broadcast(c, buf, rank == 0 ? 4096 : 8, DPG_F32, 0, NULL, err);
+	default:
+		return c->ops->broadcast(c, buf, 4096, DPG_F32, rank, NULL, err);
+	}
+}
+
+static int lock_mm_child(int rank, void *argp)
+{
+	const struct lock_arg *a = argp;
+	struct rank_env re;
+	struct dpg_err err = { "" };
+	float *buf = (float *)(void *)xmalloc(4096 * sizeof(float));
+	char other[32];
+	double t0;
+	int rc;
+
+	memset(buf, 0, 4096 * sizeof(float));
+	if (rank_start(&re, rank, a->n, a->name, a->layout, 20.0, NULL) != 0)
+		return 1;
+	t0 = mono_s();
+	rc = lock_mm_issue(&re.c, a->which, rank, buf, &err);
+	snprintf(other, sizeof(other), "rank %d", 1 - rank);
+	CHK(rc == -DPG_ERR_INVALID && strstr(err.msg, "mismatch") != NULL &&
+	    strstr(err.msg, other) != NULL, "lockstep %s (%s): expected a mismatch naming %s, "
+	    "got %d after %.2f s: %s", LOCK_MM[a->which], layout_name(a->layout), other, rc,
+	    mono_s() - t0, err.msg);
+	CHK(mono_s() - t0 < 5.0, "lockstep %s: the mismatch took %.2f s", LOCK_MM[a->which],
+	    mono_s() - t0);
+	CHK(strstr(err.msg, "rank 0 (") != NULL && strstr(err.msg, "rank 1 (") != NULL,
+	    "lockstep %s: the message does not show both sides: %s", LOCK_MM[a->which],
+	    err.msg);
+	fprintf(stderr, "  [lockstep %s %s rank %d: %s]\n", LOCK_MM[a->which],
+		layout_name(a->layout), rank, err.msg);
+	CHK(re.c.ops->broadcast(&re.c, buf, 4096, DPG_F32, 0, NULL, &err) != 0,
+	    "a call after the mismatch succeeded");
+	free(buf);
+	rank_stop(&re);
+	return 0;
+}
+
+static void run_lock(int n, int layout, int (*fn)(int, void *), int which)
+{
+	struct lock_arg a = { .n = n, .layout = layout, .which = which };
+
+	snprintf(a.name, sizeof(a.name), "lock%d.%s.%d", g_name_seq++, layout_name(layout), n);
+	g_lockstep = LOCK_BYTES;
+	assert_int_equal(run_ranks(n, fn, &a, 60), 0);
+	g_lockstep = 0;
+}
+
+static void test_bcast_lockstep(void **state)
+{
+	static const int cases[][2] = { { 2, L_TCP }, { 3, L_TCP }, { 4, L_TCP }, { 4, L_HALF },
+					{ 5, L_INTERLEAVE }, { 3, L_RING_SHM } };
+	size_t i;
+	int w;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run_lock(cases[i][0], cases[i][1], lock_child, 0);
+	for (w = 0; w < 4; w++)
+		run_lock(2, L_TCP, lock_mm_child, w);
+	run_lock(2, L_RING_SHM, lock_mm_child, 3);
 }
 
 /* Abort on shared memory: rank 0 is aborted while it waits for rank 1;
@@ -2014,6 +2156,7 @@ int main(void)
 		cmocka_unit_test(test_int_avg_wide),
 		cmocka_unit_test(test_mismatch),
 		cmocka_unit_test(test_bcast_deferred),
+		cmocka_unit_test(test_bcast_lockstep),
 		cmocka_unit_test(test_abort_late_peer),
 		cmocka_unit_test(test_rdv_strangers),
 		cmocka_unit_test(test_rdv_blame),
