@@ -39,8 +39,9 @@
  * token); the sender's stamp goes at once, its data once the token is in.
  * So each call's data goes into a drained connection in one run, after
  * the reader has taken all of the previous call, as in Open MPI's
- * rendezvous; streaming from one call into the next, the sender fed a
- * full socket piece by piece and moved 1-16 MiB 10-20% slower.
+ * rendezvous; streaming from one call into the next (the root starting
+ * call k+1 while the reader still takes call k) took 12-24% longer at
+ * 1-16 MiB (2 ranks on 2 vCPUs; cpu_backend.c has the figures).
  *   One rounding: where the partial sums need a wider type than the element
  * (f16/bf16 sum and avg: f32; integer avg: i64 / 128 bits; reduce.h), the
  * reduce-scatter steps 1..n-2 carry accumulators instead of elements (the
@@ -1302,8 +1303,8 @@ static bool fwd_idle_out(const struct dpg_ring_job *j)
 }
 
 /* This call's first out step: our stamp, after those left unsent (-1), or
- * for a broadcast's last rank, unless DPG_RING_DEFER are waiting, none
- * (the stamp waits in p->unsent for the next call). */
+ * for a broadcast's last rank, unless DPG_RING_DEFER are waiting or it is
+ * in lockstep, none (the stamp waits in p->unsent for the next call). */
 static int stamps_out(struct dpg_cpu *p, const struct dpg_ring_job *j)
 {
 	p->unsent[p->nunsent++] = j->stamp;
@@ -1325,14 +1326,16 @@ static void stamps_flush(struct dpg_cpu *p)
 }
 
 /* The in step after the owed stamps: this call's stamp (-1), or for a
- * broadcast's root nothing (its check is owed: see dpg_ring_run). */
+ * broadcast's root not in lockstep nothing (its check is owed: see
+ * dpg_ring_run). */
 static int after_owed(const struct dpg_ring_job *j)
 {
 	return fwd_idle_in(j) && !j->lock ? 0 : -1;
 }
 
 /* This call's first in step: the owed stamps (-2) when there are any and
- * this call reads from prev, or when DPG_RING_DEFER are owed. */
+ * this call reads from prev (a lockstep broadcast's root does), or when
+ * DPG_RING_DEFER are owed. */
 static int stamps_in(const struct dpg_cpu *p, const struct dpg_ring_job *j)
 {
 	if (p->nowed > 0 && (!fwd_idle_in(j) || j->lock || p->nowed == DPG_RING_DEFER))
