@@ -1412,7 +1412,7 @@ struct lock_arg {
 static int lock_child(int rank, void *argp)
 {
 	const struct lock_arg *a = argp;
-	static const size_t counts[] = { 1023, 1024, 1025, 7, 70001, 300007 };
+	static const size_t counts[] = { 1023, 1024, 1025, 7, 70001, 100003 };
 	struct rank_env re;
 	struct dpg_comm *c = &re.c;
 	struct dpg_err err = { "" };
