@@ -785,15 +785,12 @@ static bool machine_oversub(const struct dpg_cpu *p, const struct rdv *x, const 
  * reads every machine's count, not just ours. */
 static void count_cpus(struct dpg_cpu *p, struct rdv *x)
 {
-	bool any = false;
-	int r;
-
 	x->oversub = machine_oversub(p, x, x->mine.uts);
 	p->tcp_spin = !x->oversub;
-	for (r = 0; r < p->n && !any; r++)
-		any = machine_oversub(p, x, x->all[r].uts);
-	if (p->lockstep == 0)
-		p->lockstep = p->n == 2 && !any ? CPU_LOCKSTEP_BYTES : SIZE_MAX;
+	if (p->lockstep == 0)	/* n == 2: both ranks' machines */
+		p->lockstep = p->n == 2 && !machine_oversub(p, x, x->all[0].uts) &&
+			      !machine_oversub(p, x, x->all[1].uts) ? CPU_LOCKSTEP_BYTES
+								     : SIZE_MAX;
 }
 
 /* Nodes in order of their lowest rank; the ring visits node by node. */
