@@ -161,11 +161,13 @@ static void kernels_init(struct kernels *ks)
 static double run(const struct kernels *ks, int k, struct bufs *b)
 {
 	struct dpg_adamw_hp ah = { .lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f,
-				   .eps = 1e-8f, .weight_decay = 0.01f,
-				   .bc1 = 1.0f - 0.9f, .bc2 = 1.0f - 0.999f, .gscale = 1.0f };
+				   .eps = 1e-8f, .weight_decay = 0.01f, .gscale = 1.0f };
 	struct dpg_sgd_hp sh = { .lr = 1e-4f, .momentum = 0.9f, .weight_decay = 1e-4f,
 				 .gscale = 1.0f };
-	double t = now();
+	double t;
+
+	dpg_adamw_hp_at(&ah, 1);
+	t = now();
 
 	switch (k) {
 	case K_ADAMW:

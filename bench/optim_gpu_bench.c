@@ -137,9 +137,12 @@ static void setup(struct gbench *b)
 /* kind 0 AdamW, 1 SGD, 2 copy of 28 B/elem, 3 copy of 20 B/elem: ms */
 static double one(struct gbench *b, int kind)
 {
-	struct dpg_adamw_hp ah = { 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f, 1.0f };
+	struct dpg_adamw_hp ah = { .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+				   .weight_decay = 0.01f, .gscale = 1.0f };
 	struct dpg_sgd_hp sh = { 1e-3f, 0.9f, 0.01f, 1.0f };
 	float ms = 0;
+
+	dpg_adamw_hp_at(&ah, 1);
 
 	cu("cudaEventRecord", cudaEventRecord(b->e0, NULL));
 	if (kind == 0)

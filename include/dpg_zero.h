@@ -54,7 +54,11 @@ extern "C" {
  *   AdamW (as torch.optim.AdamW, decay decoupled, on the pre-update p):
  *     m = beta1 * m + (1 - beta1) * g
  *     v = beta2 * v + (1 - beta2) * g * g
- *     p = p - lr * wd * p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+ *     p = p - lr * wd * p - a * m / (sqrt(v) + e)
+ *   with a = lr * sqrt(1 - beta2^t) / (1 - beta1^t) and e = eps * sqrt(1 - beta2^t),
+ *   each computed in double and rounded to fp32 once per step: torch's
+ *   p -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) in exact
+ *   arithmetic, one division per element instead of three.
  *   SGD (as torch.optim.SGD, dampening 0, L2 decay):
  *     b = momentum * b + (g + wd * p);  p = p - lr * b
  * Buffers are host memory on the CPU backend and device memory on NCCL (on

@@ -1141,11 +1141,11 @@ static int update(struct dpg_zero *z, float lr, float gscale, struct dpg_err *e)
 			struct dpg_adamw_hp h = {
 				.lr = lr, .beta1 = z->o.beta1, .beta2 = z->o.beta2,
 				.eps = z->o.eps, .weight_decay = z->o.weight_decay,
-				.bc1 = (float)(1.0 - pow(z->o.beta1, (double)(z->step + 1))),
-				.bc2 = (float)(1.0 - pow(z->o.beta2, (double)(z->step + 1))),
 				.gscale = gscale,
 			};
 			float *v = z->state[2] + off;
+
+			dpg_adamw_hp_at(&h, (double)(z->step + 1));
 
 			if (dpg_zmem_gpu(&z->mem))
 				rc = z->mem.k->adamw(p, m, v, g, n, &h, NULL);

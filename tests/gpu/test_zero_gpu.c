@@ -258,10 +258,10 @@ static struct dpg_adamw_hp adamw_hp(int t)
 	struct dpg_adamw_hp h = {
 		.lr = lr[(t - 1) % 5], .beta1 = b1, .beta2 = b2, .eps = 1e-8f,
 		.weight_decay = wd[(t - 1) % 5],
-		.bc1 = (float)(1.0 - pow(b1, t)), .bc2 = (float)(1.0 - pow(b2, t)),
 		.gscale = gs[(t - 1) % 5],
 	};
 
+	dpg_adamw_hp_at(&h, t);
 	return h;
 }
 

@@ -89,8 +89,7 @@ static struct dpg_adamw_hp adamw_hp(int t, float lr, float wd, float gscale)
 	struct dpg_adamw_hp h = { .lr = lr, .beta1 = 0.9f, .beta2 = 0.999f,
 				  .eps = 1e-8f, .weight_decay = wd, .gscale = gscale };
 
-	h.bc1 = (float)(1.0 - pow(0.9, t));
-	h.bc2 = (float)(1.0 - pow(0.999, t));
+	dpg_adamw_hp_at(&h, t);
 	return h;
 }
 
@@ -99,10 +98,10 @@ static struct dpg_adamw_hp adamw_hp(int t, float lr, float wd, float gscale)
 /* The reference, in double and in PyTorch's form (decay as a factor, the
  * bias corrections folded into the step size and the denominator). */
 static void ref_adamw(double *p, double *m, double *v, const float *g, size_t n,
-		      const struct dpg_adamw_hp *h)
+		      const struct dpg_adamw_hp *h, int t)
 {
 	double b1 = h->beta1, b2 = h->beta2, lr = h->lr;
-	double step_size = lr / h->bc1, bc2_sqrt = sqrt((double)h->bc2);
+	double step_size = lr / (1.0 - pow(b1, t)), bc2_sqrt = sqrt(1.0 - pow(b2, t));
 
 	for (size_t i = 0; i < n; i++) {
 		double gi = (double)g[i] * h->gscale;
@@ -132,7 +131,7 @@ static void check_adamw_vs_ref(float lr, float wd, float gscale)
 		for (size_t i = 0; i < N; i++)
 			g[i] = rnd_float(&s, -3.0f, 3.0f) + (float)(i % 7) * 0.1f;
 		dpg_adamw_update(p, m, v, g, N, &h);
-		ref_adamw(rp, rm, rv, g, N, &h);
+		ref_adamw(rp, rm, rv, g, N, &h, t);
 	}
 	for (size_t i = 0; i < N; i++) {
 		/* a few float roundings (each <= 6e-8 relative) per step; the
@@ -170,33 +169,41 @@ static void test_adamw_moves(void **state)
 }
 
 /* One step by hand: p = 1, g = 2, gscale 0.5 (g' = 1), t = 1, lr 0.01,
- * wd 0.1, so m = 1 - b1 (float), v = 1 - b2 (float), m/bc1 = v/bc2 = 1
- * exactly, and p = (1 - 0.01 * 0.1) - 0.01 / (1 + 1e-8) = 0.989. */
+ * wd 0.1, so m = 1 - b1 (float), v = 1 - b2 (float), which equal the bias
+ * corrections exactly: m/bc1 = sqrt(v)/sqrt(bc2) = 1 in exact arithmetic,
+ * and p = (1 - 0.01 * 0.1) - 0.01 / (1 + 1e-8) = 0.989. */
 static void test_adamw_hand(void **state)
 {
 	struct dpg_adamw_hp h = { .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f,
-				  .eps = 1e-8f, .weight_decay = 0.1f,
-				  .bc1 = 1.0f - 0.9f, .bc2 = 1.0f - 0.999f, .gscale = 0.5f };
+				  .eps = 1e-8f, .weight_decay = 0.1f, .gscale = 0.5f };
 	float p = 1.0f, m = 0.0f, v = 0.0f;
+	volatile float num, den, step, pd;
 
 	(void)state;
+	dpg_adamw_hp_at(&h, 1);
+	/* the step's scalars: lr sqrt(bc2) / bc1 and eps sqrt(bc2) */
+	assert_close(h.alpha, 0.01 * sqrt(1.0 - (double)0.999f) / (1.0 - (double)0.9f), 1e-9);
+	assert_close(h.eps_hat, 1e-8 * sqrt(1.0 - (double)0.999f), 1e-15);
 	dpg_adamw_elem(&p, &m, &v, 2.0f, &h);
 	assert_true(m == 1.0f - 0.9f);
 	assert_true(v == 1.0f - 0.999f);
 	assert_close(p, 0.989, 1e-7);
-	/* exactly the float sequence of optim.h */
-	assert_true(p == (1.0f - 0.01f * 0.1f) - 0.01f);
+	/* exactly optim.h's float sequence, one rounding each */
+	num = h.alpha * m;
+	den = sqrtf(v) + h.eps_hat;
+	step = num / den;
+	pd = 1.0f - 0.01f * 0.1f;
+	assert_true(p == pd - step);
 
 	/* second step, g = 2 again: m = (1 - b1) (1 + b1) (about 0.19),
 	 * v = (1 - b2) (1 + b2) (about 0.002) with the float b1, b2; t = 2 */
 	double b1 = 0.9f, b2 = 0.999f;
 
-	h.bc1 = (float)(1.0 - b1 * b1);
-	h.bc2 = (float)(1.0 - b2 * b2);
+	dpg_adamw_hp_at(&h, 2);
 	dpg_adamw_elem(&p, &m, &v, 2.0f, &h);
 	assert_close(m, (1.0 - b1) * (1.0 + b1), 3e-8);
 	assert_close(v, (1.0 - b2) * (1.0 + b2), 3e-10);
-	/* m/bc1 = 1, v/bc2 = 1: p = 0.989 * 0.999 - 0.01 */
+	/* m/bc1 = 1, sqrt(v/bc2) = 1: p = 0.989 * 0.999 - 0.01 */
 	assert_close(p, 0.989 * 0.999 - 0.01, 2e-7);
 }
 
