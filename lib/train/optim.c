@@ -25,9 +25,11 @@
  * per element.)  64 Mi elements on an Intel Xeon (Emerald Rapids, 2
  * vCPUs), against the same-pattern kernels: AdamW in three passes per tile
  * (moments, explicit sqrtps, parameters) with three divisions 0.76-0.81x;
- * one division (optim.h) in one pass 0.85-0.90x, unrolled 8 times
- * 0.92-0.99x; SGD unrolled 8 times 0.98x (0.85-0.96x before).  The
- * division stays a division (a reciprocal would change the bits).
+ * one division (optim.h) in one pass 0.85-0.90x; that pass unrolled 8
+ * times 0.89-0.99x, 16 times (a whole tile of 16 lanes) 0.90-1.03x
+ * (medians of 8: 0.92, 0.98); SGD unrolled 8 times 0.95-1.03x
+ * (0.85-0.96x before).  The division stays a division (a reciprocal
+ * would change the bits).
  */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -63,8 +65,8 @@
 /* AdamW elements per tile */
 #define DPG_OPT_TILE 256
 
-/* One variant's AdamW and SGD loops (optim.h's element functions, each
- * loop unrolled 8 times), compiled with TARGET:
+/* One variant's AdamW and SGD loops (optim.h's element functions, the
+ * loops unrolled 16 and 8 times), compiled with TARGET:
  *   adamw_SUF  tiles of DPG_OPT_TILE (a constant trip count for the full
  *              tiles: no epilogue, whatever the cost model)
  *   sgd_SUF    one plain loop */
@@ -73,7 +75,7 @@ TARGET DPG_OPT_INLINE void adamw_tile_##SUF(float *restrict p, float *restrict m
 					    float *restrict v, const float *restrict g,	\
 					    size_t cnt, const struct dpg_adamw_hp *h)	\
 {											\
-	_Pragma("GCC unroll 8")								\
+	_Pragma("GCC unroll 16")							\
 	for (size_t k = 0; k < cnt; k++)						\
 		dpg_adamw_elem(&p[k], &m[k], &v[k], g[k], h);				\
 }											\
