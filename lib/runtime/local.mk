@@ -28,6 +28,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h lib/runtime/cpu/shm_impl.h \
 	lib/runtime/cpu/shm_seg.c lib/runtime/cpu/shm_direct.c \
 	lib/runtime/cpu/clock.h lib/runtime/cpu/handoff.c lib/runtime/cpu/handoff.h \
+	lib/runtime/cpu/xcost.c lib/runtime/cpu/xcost.h \
 	lib/runtime/cpu/cma.c lib/runtime/cpu/cma.h \
 	lib/runtime/cpu/stamp.c lib/runtime/cpu/stamp.h \
 	lib/runtime/cpu/ring.c lib/runtime/cpu/ring.h \

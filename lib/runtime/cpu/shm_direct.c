@@ -35,6 +35,10 @@
  * samples in the waits of large calls: the time from a peer's publish
  * (stamped beside its counter) to seeing it, when the wait had begun before
  * it and spun; an estimate not renewed for SHM_HANDOFF_AGE_MS lapses.
+ * A slow handoff does not always mean apart (an Intel Xeon's two vCPUs on
+ * one L3 pass a line in 210-240 ns, and streaming cost 5-20% there), so
+ * while it is slow the writer times its large calls each way (xcost.h)
+ * and keeps the cheaper, copying one call the other way now and then.
  * Where the ranks outnumber the CPUs nothing is sampled (the waits yield):
  * there a broadcast's root streams every large call (bcast_xfer).
  * What a reader reads does not depend on the choice.
@@ -133,35 +137,60 @@ static char *slot(struct dpg_shm *s, uint64_t g, int q)
 
 /* ------------------------------------------------ streaming and handoffs */
 
-/* Whether this call's copies into the slots stream (see the top): not
- * one large call every SHM_EXPLORE_MS, so that the handoffs are sampled
- * again (streaming lengthens them even while the CPUs share a cache). */
-static bool stream_in(struct dpg_shm *s, size_t bytes)
+/* The ops whose large calls' costs are kept apart (xcost.h). */
+enum { X_ALLREDUCE, X_REDUCE_SCATTER, X_ALL_GATHER, X_BROADCAST };
+
+/* Whether a rank's handoff estimate says lines are slow to pass. */
+static bool handoffs_slow(const struct dpg_shm *s, int64_t now)
 {
-	bool slow = false;
-	int64_t now;
 	int q;
+
+	for (q = 0; q < s->n; q++) {
+		const struct shm_ctl *c = &s->ctl[q];
+
+		if (atomic_load_explicit(&c->handoff_ns, memory_order_relaxed) >=
+		    SHM_SLOW_HANDOFF_NS &&
+		    now - atomic_load_explicit(&c->handoff_at, memory_order_relaxed) <=
+		    (int64_t)SHM_HANDOFF_AGE_MS * 1000000)
+			return true;
+	}
+	return false;
+}
+
+/* How long between two calls copied the other way: SHM_EXPLORE_MS, or
+ * SHM_EXPLORE_CALLS times the last large call up to SHM_EXPLORE_MAX_MS
+ * (the handoff estimate, renewed only by unstreamed calls, must not lapse
+ * while streaming), so that long calls are not explored one in three. */
+static int64_t explore_gap(const struct dpg_shm *s)
+{
+	int64_t gap = (int64_t)SHM_EXPLORE_CALLS * s->call_ns;
+
+	if (gap < (int64_t)SHM_EXPLORE_MS * 1000000)
+		gap = (int64_t)SHM_EXPLORE_MS * 1000000;
+	if (gap > (int64_t)SHM_EXPLORE_MAX_MS * 1000000)
+		gap = (int64_t)SHM_EXPLORE_MAX_MS * 1000000;
+	return gap;
+}
+
+/* Whether this call's copies into the slots stream (see the top): not
+ * while the handoffs are fast; while they are slow, the way this op's
+ * calls of this size cost less (streamed until both ways have fresh
+ * samples), and the other way one large call every SHM_EXPLORE_MS, so
+ * that both stay sampled (an unstreamed call samples the handoffs too). */
+static bool stream_in(struct dpg_shm *s, size_t bytes, int op, int64_t now)
+{
+	bool want;
 
 	if (s->stream != 0)
 		return s->stream > 0;
-	if (bytes < SHM_STREAM_BYTES)
+	if (bytes < SHM_STREAM_BYTES || !handoffs_slow(s, now))
 		return false;
-	now = dpg_now_ns();
-	for (q = 0; q < s->n && !slow; q++) {
-		const struct shm_ctl *c = &s->ctl[q];
-
-		slow = atomic_load_explicit(&c->handoff_ns, memory_order_relaxed) >=
-		       SHM_SLOW_HANDOFF_NS &&
-		       now - atomic_load_explicit(&c->handoff_at, memory_order_relaxed) <=
-		       (int64_t)SHM_HANDOFF_AGE_MS * 1000000;
-	}
-	if (!slow)
-		return false;
-	if (now - s->explored_ns >= (int64_t)SHM_EXPLORE_MS * 1000000) {
+	want = dpg_xcost_pick(&s->xcost, op, bytes, now) != 0;
+	if (now - s->explored_ns >= explore_gap(s)) {
 		s->explored_ns = now;
-		return false;
+		return !want;
 	}
-	return true;
+	return want;
 }
 
 /* Publish stage g's in; stamped with the time in a large call whose data
@@ -408,19 +437,39 @@ static void ar_geom(const struct dpg_shm *s, size_t k, size_t E, size_t count, s
 }
 
 /* How a call moves data: streamed into the slots (nt_in); its publishes
- * stamped (timed); its waits for the peers' data sampled (probe). */
+ * stamped (timed); its waits for the peers' data sampled (probe); its cost
+ * kept (costed: op, bytes, from t0; xfer_done). */
 struct xfer {
-	bool nt_in, timed, probe;
+	bool nt_in, timed, probe, costed;
+	int op;
+	size_t bytes;
+	int64_t t0;
 };
 
-static struct xfer xfer_for(struct dpg_shm *s, size_t bytes)
+static struct xfer xfer_for(struct dpg_shm *s, size_t bytes, int op)
 {
 	struct xfer x;
 
-	x.nt_in = stream_in(s, bytes);
 	x.probe = bytes >= SHM_STREAM_BYTES;
+	x.t0 = x.probe ? dpg_now_ns() : 0;
+	x.nt_in = stream_in(s, bytes, op, x.t0);
 	x.timed = x.probe && !x.nt_in;
+	x.costed = x.probe && s->stream == 0 && !s->oversub;
+	x.op = op;
+	x.bytes = bytes;
 	return x;
+}
+
+/* A call that moved its data as x says is done: keep what it cost. */
+static void xfer_done(struct dpg_shm *s, const struct xfer *x)
+{
+	int64_t now;
+
+	if (!x->costed)
+		return;
+	now = dpg_now_ns();
+	s->call_ns = now - x->t0;
+	dpg_xcost_note(&s->xcost, x->op, x->bytes, x->nt_in, now - x->t0, now);
 }
 
 /* A broadcast's: the same, except that where the ranks outnumber the CPUs
@@ -434,7 +483,7 @@ static struct xfer xfer_for(struct dpg_shm *s, size_t bytes)
  * while the vCPUs shared a cache. */
 static struct xfer bcast_xfer(struct dpg_shm *s, size_t bytes)
 {
-	struct xfer x = xfer_for(s, bytes);
+	struct xfer x = xfer_for(s, bytes, X_BROADCAST);
 
 	if (s->oversub && s->stream == 0 && bytes >= SHM_STREAM_BYTES) {
 		x.nt_in = true;
@@ -506,7 +555,7 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 	N = (count + E - 1) / E;
 	g0 = s->g;
 	s->g += N;
-	x = xfer_for(s, count * es);
+	x = xfer_for(s, count * es, X_ALLREDUCE);
 	ar_geom(s, 0, E, count, es, &st);
 	rc = stamp_put(s, g0, w, err);
 	if (rc == 0)
@@ -546,6 +595,7 @@ int dpg_shm_allreduce(struct dpg_shm *s, const void *sendv, void *recvv, size_t 
 		st = nx;
 	}
 	copy_fence(nt);
+	xfer_done(s, &x);
 	return end_check(s, err);
 }
 
@@ -577,7 +627,7 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 	char *recv = recvv;
 	size_t es = dpg_dtype_size(dt), E, k, N, line = SHM_CL / es;
 	int n = s->n, me = s->me, q, rc;
-	struct xfer x = xfer_for(s, rc_count * es * (size_t)s->n);
+	struct xfer x = xfer_for(s, rc_count * es * (size_t)s->n, X_REDUCE_SCATTER);
 	struct probe pb;
 	uint64_t g0;
 
@@ -618,6 +668,7 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 		dpg_reduce_n(recv + o * es, s->srcs, n, m, dt, op, n);
 		shm_publish(s, &s->ctl[me].out, g + 1);
 	}
+	xfer_done(s, &x);
 	return end_check(s, err);
 }
 
@@ -883,7 +934,7 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 	if (one)
 		return cma_all_gather(s, send, recv, sc * es, own_direct, w, err);
 	/* after the choice: a call read in place takes no streaming turn */
-	x = xfer_for(s, sc * es * (size_t)n);
+	x = xfer_for(s, sc * es * (size_t)n, X_ALL_GATHER);
 	N = (sc + E - 1) / E;
 	g0 = s->g;
 	s->g += N;
@@ -922,6 +973,7 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 		}
 	}
 	copy_fence(nt);
+	xfer_done(s, &x);
 	return end_check(s, err);
 }
 
@@ -973,6 +1025,7 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 		return cma_broadcast(s, buf, count * es, root, w, err);
 	g0 = s->g;	/* after the probe's stage */
 	x = bcast_xfer(s, count * es);
+	x.costed = x.costed && s->me == root;	/* the root's copies alone */
 	s->g += (count + E - 1) / E;
 	rc = stamp_put(s, g0, w, err);
 	if (rc == 0 && s->me == root)
@@ -997,6 +1050,7 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 	if (rc != 0)
 		return rc;
 	copy_fence(nt);
+	xfer_done(s, &x);
 	return end_check(s, err);
 }
 

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "handoff.h"
+#include "xcost.h"
 #include "shm.h"
 
 #define SHM_MAGIC 0x3130736d68736770ull	/* "pgshsm01" */
@@ -44,11 +45,18 @@
  * 1.5-4.8 GB/s (streamed: 8-23) when they do not. */
 #define SHM_STREAM_BYTES (64u << 10)
 #define SHM_SLOW_HANDOFF_NS 200
-/* While streaming, a writer copies one large call normally (sampled) once
- * EXPLORE_MS have passed since the last; an estimate older than AGE_MS no
- * longer counts (its rank has stopped sampling: e.g. it is always the last
- * to arrive). */
+/* While the handoffs are slow, a writer copies one large call the other
+ * way once EXPLORE_MS have passed since the last, and keeps the way whose
+ * calls cost less (xcost.h): streaming was 4-8x faster on the AMD VM with
+ * its vCPUs apart, and 5-20% slower at 16-64 MiB on an Intel Xeon whose
+ * two vCPUs share the L3 but pass a line in 210-240 ns (its mesh), so the
+ * latency alone does not tell.  With long calls the gap is EXPLORE_CALLS
+ * calls, at most EXPLORE_MAX_MS.  An estimate older than AGE_MS no longer
+ * counts (its rank has stopped sampling: e.g. it is always the last to
+ * arrive). */
 #define SHM_EXPLORE_MS 50
+#define SHM_EXPLORE_CALLS 12
+#define SHM_EXPLORE_MAX_MS 200
 #define SHM_HANDOFF_AGE_MS 250
 /* all_gather / broadcast calls of CMA_BYTES to CMA_MAX_BYTES (all ranks'
  * together) read the owners' buffers in place where the ranks can and do
@@ -135,8 +143,10 @@ struct dpg_shm {
 	bool cma_want;			/* this rank's part: configured, pids
 					 * valid here */
 	struct dpg_handoff handoff;	/* latencies this rank sampled */
-	int64_t explored_ns;		/* when it last copied a large call
-					 * normally while streaming */
+	struct dpg_xcost xcost;		/* its large calls' cost, streamed or not */
+	int64_t explored_ns;		/* when it last copied a large call the
+					 * other way (see stream_in) */
+	int64_t call_ns;		/* how long its last large call took */
 	int64_t last_health_ms;
 	/* direct */
 	size_t S;			/* slot bytes */

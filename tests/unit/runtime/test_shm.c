@@ -41,6 +41,7 @@
 
 #include "cma.h"
 #include "handoff.h"
+#include "xcost.h"
 #include "net.h"
 #include "shm.h"
 #include "store.h"
@@ -571,6 +572,62 @@ static void test_stream_copies(void **state)
 	(void)state;
 	run_ranks(2, stream_rank, 90);
 	run_ranks(3, stream_rank, 90);
+}
+
+/* The cost of each way of copying into the slots (xcost.h), which decides
+ * while the handoffs are slow: no verdict until both ways have a sample
+ * younger than DPG_XCOST_AGE_MS; then the way whose cheapest recent sample
+ * (per KiB) is lower; a late peer (one dear sample) does not flip it; ops
+ * and sizes (powers of 4 from 64 KiB) are kept apart. */
+static void test_xcost_pick(void **state)
+{
+	struct dpg_xcost *x = calloc(1, sizeof(*x));
+	const int64_t ms = 1000000, t = 5000 * ms;
+	const size_t mib = 1u << 20;
+	int i;
+
+	(void)state;
+	assert_non_null(x);
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib, t), -1);
+	dpg_xcost_note(x, 0, 16 * mib, true, 4 * ms, t);	/* streamed only */
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib, t), -1);
+	dpg_xcost_note(x, 0, 16 * mib, false, 3 * ms, t);	/* plain cheaper */
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib, t), 0);
+	/* the same size bucket ([16, 64) MiB), per KiB: 20 MiB in 3 ms is
+	 * cheaper than 16 MiB in 3 ms */
+	dpg_xcost_note(x, 0, 20 * mib, true, 3 * ms, t);
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib, t), 1);
+	/* a late peer makes a plain call dear: the cheapest sample counts */
+	dpg_xcost_note(x, 0, 16 * mib, false, 100 * ms, t + ms);
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib, t + ms), 1);
+	for (i = 0; i < 2; i++)
+		dpg_xcost_note(x, 0, 16 * mib, false, 2 * ms, t + 2 * ms);
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib, t + 2 * ms), 0);
+	/* other ops, other sizes: nothing known yet */
+	assert_int_equal(dpg_xcost_pick(x, 1, 16 * mib, t), -1);
+	assert_int_equal(dpg_xcost_pick(x, 0, 4 * mib, t), -1);
+	assert_int_equal(dpg_xcost_pick(x, 0, 63 * mib, t + 2 * ms), 0);
+	assert_int_equal(dpg_xcost_pick(x, 0, 64 * mib, t + 2 * ms), -1);
+	/* only the last DPG_XCOST_SAMPLES of a way count: 4 dear plain calls
+	 * push the cheap ones out */
+	for (i = 0; i < DPG_XCOST_SAMPLES; i++)
+		dpg_xcost_note(x, 0, 16 * mib, false, 9 * ms, t + 3 * ms);
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib, t + 3 * ms), 1);
+	/* samples age out: a way not sampled for DPG_XCOST_AGE_MS is unknown */
+	assert_int_equal(dpg_xcost_pick(x, 0, 16 * mib,
+					t + ((int64_t)DPG_XCOST_AGE_MS + 1) * ms), -1);
+	/* sizes below the first bucket share it; huge ones share the last;
+	 * a bad op is never known */
+	dpg_xcost_note(x, 2, 1000, false, ms, t);
+	dpg_xcost_note(x, 2, 100 << 10, true, 2 * ms, t);
+	assert_int_equal(dpg_xcost_pick(x, 2, 64 << 10, t), 1);
+	dpg_xcost_note(x, 3, (size_t)1 << 40, true, 1000 * ms, t);
+	dpg_xcost_note(x, 3, (size_t)1 << 34, false, 1000 * ms, t);
+	assert_int_equal(dpg_xcost_pick(x, 3, (size_t)1 << 36, t), 1);
+	dpg_xcost_note(x, DPG_XCOST_OPS, 16 * mib, true, ms, t);
+	assert_int_equal(dpg_xcost_pick(x, DPG_XCOST_OPS, 16 * mib, t), -1);
+	assert_int_equal(dpg_xcost_pick(x, -1, 16 * mib, t), -1);
+	free(x);
 }
 
 /* The handoff estimate: the median (lower middle) of the last 8 samples,
@@ -1416,6 +1473,7 @@ int main(void)
 		cmocka_unit_test(test_stream_copies),
 		cmocka_unit_test(test_single_copy),
 		cmocka_unit_test(test_handoff_median),
+		cmocka_unit_test(test_xcost_pick),
 		cmocka_unit_test(test_handoff_sampled),
 		cmocka_unit_test(test_failure_word),
 		cmocka_unit_test(test_dead_rank),
