@@ -175,7 +175,7 @@ static int64_t explore_gap(const struct dpg_shm *s)
 /* Whether this call's copies into the slots stream (see the top): not
  * while the handoffs are fast; while they are slow, the way this op's
  * calls of this size cost less (streamed until both ways have fresh
- * samples), and the other way one large call every SHM_EXPLORE_MS, so
+ * samples), and the other way one large call every explore_gap(), so
  * that both stay sampled (an unstreamed call samples the handoffs too). */
 static bool stream_in(struct dpg_shm *s, size_t bytes, int op, int64_t now)
 {
