@@ -24,12 +24,12 @@
  * build that turns errno back on still gives the same bits, one libm call
  * per element.)  64 Mi elements on an Intel Xeon (Emerald Rapids, 2
  * vCPUs), against the same-pattern kernels: AdamW in three passes per tile
- * (moments, explicit sqrtps, parameters) with three divisions 0.76-0.81x;
- * one division (optim.h) in one pass 0.85-0.90x; that pass unrolled 8
- * times 0.89-0.99x, 16 times (a whole tile of 16 lanes) 0.90-1.03x
- * (medians of 8: 0.92, 0.98); SGD unrolled 8 times 0.95-1.03x
- * (0.85-0.96x before).  The division stays a division (a reciprocal
- * would change the bits).
+ * (moments, explicit sqrtps, parameters) with three divisions 0.69-0.78x,
+ * with one (optim.h) 0.78-0.81x; one pass 0.85-0.90x; that pass unrolled
+ * 8 times 0.89-0.99x, 16 times (a whole tile of 16 lanes) 0.90-1.03x (4
+ * interleaved rounds, 8 readings each: medians 0.92, 0.98); SGD unrolled
+ * 8 times 0.95-1.03x (0.85-0.96x before).  The division stays a division
+ * (a reciprocal would change the bits).
  */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
