@@ -55,6 +55,15 @@
  * 52.4); at 16 KiB another 10 rounds gave 57.9 against 55.2, with slower
  * outliers (the bytes), so 16 KiB stays on the ring. */
 #define CPU_SMALL_RS_BYTES (8u << 10)
+/* With 4 ranks it runs by exchange instead (reduce_exchanged), up to this
+ * size: 4 blocks a rank instead of 3 whole inputs, in the same 2 messages,
+ * and 2 messages instead of the ring's 3 hops from 8 KiB on.  4 ranks on 2
+ * vCPUs (Xeon), 8 interleaved rounds, medians, us, before / after / Open
+ * MPI: 4 KiB 44.6 / 38.4 / 48.1, 16 KiB 54.8 / 40.7 / 54.1, 64 KiB 82.9 /
+ * 76.6 / 121.2 (each message whole: ring.c's j->whole); at 256 KiB and 1
+ * MiB the exchange took 223 / 981 against the ring's 186 / 801 (6 rounds):
+ * a whole message cannot be forwarded piece by piece. */
+#define CPU_XCHG_RS_BYTES (64u << 10)
 /* Broadcasts of at least this many bytes run in lockstep on TCP hops
  * (ring.c: the sender waits until its reader has entered the call). */
 #define CPU_LOCKSTEP_BYTES (1u << 20)
@@ -188,6 +197,11 @@ static void ag_steps(const struct dpg_cpu *p, struct dpg_ring_job *j)
 		bool even = p->pos % 2 == 0;
 
 		j->ne = true;
+		j->whole = true;	/* one segment a message: 4 ranks on 2
+					 * vCPUs, 8 interleaved rounds, us:
+					 * all_gather 4 / 16 KiB 43.0 / 44.7 ->
+					 * 38.1 / 39.1 (Open MPI 47.8 / 53.9),
+					 * allreduce 4 KiB 41.0 -> 39.6 */
 		j->T_out = j->B_in = even ? first : second;
 		j->T_in = j->B_out = even ? second : first;
 		return;
@@ -227,6 +241,68 @@ static int reduce_gathered(struct dpg_cpu *p, struct dpg_ring_job *j, const void
 	for (q = 0; q < p->n; q++)
 		src[q] = p->scratch + (size_t)q * bytes + off * es;
 	dpg_reduce_n(recv, src, p->n, out, dt, op, p->n);
+	return 0;
+}
+
+/* A small reduce-scatter of 4 ranks where every hop is TCP, in two steps
+ * of one message a rank (the neighbour exchange's, ring.c's DPG_JOB_XCHG)
+ * that carry only the blocks each rank reduces: it sends its neighbour on
+ * the lane its own block starts on (forward at an even position, d = 1;
+ * backward at an odd one, d = -1) its inputs for the rank 2d away and for
+ * that neighbour, farthest first; on the other lane its input for the
+ * neighbour -d, then the front of what comes in from +d on that lane (the
+ * input of +d for -d; the block behind it is ours).  Each rank takes 4
+ * blocks where the gathered way takes 3 whole inputs (12 blocks), and
+ * reduces its own block's 4 inputs left to right in rank order, rounded
+ * once, as reduce_gathered does: the same bits.  Scratch, in blocks:
+ * A (0-1) the first lane's message, B (2-4) our block for -d then what +d
+ * sends (the second lane's message is B's first two blocks), C (5-6) what
+ * -d sends on the first lane (its input for us, then -2d's), our own input
+ * (7). */
+static int reduce_exchanged(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
+			    void *recv, size_t count, dpg_dtype_t dt, dpg_op_t op,
+			    struct dpg_err *err)
+{
+	size_t es = dpg_dtype_size(dt), blk = count * es;
+	const char *in = send;
+	const void *src[4];
+	int d = p->pos % 2 == 0 ? 1 : -1, rc;
+	char *A, *B, *C;
+	struct dpg_ring_lane first, second;
+
+#define XBLK(k) (in + (size_t)p->ring[dpg_ring_mod(p->pos + (k), 4)] * blk)
+	rc = scratch_reserve(p, 8 * blk, err);
+	if (rc != 0)
+		return rc;
+	A = p->scratch;
+	B = A + 2 * blk;
+	C = B + 3 * blk;
+	memcpy(A, XBLK(2 * d), blk);
+	memcpy(A + blk, XBLK(d), blk);
+	memcpy(B, XBLK(-d), blk);
+	memcpy(C + 2 * blk, XBLK(0), blk);
+#undef XBLK
+	first = (struct dpg_ring_lane){ .src = A, .out_len = 2 * blk, .dst = C,
+					.in_len = 2 * blk };
+	second = (struct dpg_ring_lane){ .src = B, .out_len = 2 * blk, .own = blk,
+					 .dst = B + blk, .in_len = 2 * blk };
+	j->kind = DPG_JOB_XCHG;
+	j->count = count;
+	j->es = es;
+	j->dt = dt;
+	j->ne = true;
+	j->whole = true;
+	j->T_out = j->T_in = j->B_out = j->B_in = 1;
+	j->x[0] = d == 1 ? first : second;
+	j->x[1] = d == 1 ? second : first;
+	rc = dpg_ring_run(p, j, err);
+	if (rc != 0)
+		return rc;
+	src[p->rank] = C + 2 * blk;
+	src[p->ring[dpg_ring_mod(p->pos + d, 4)]] = B + 2 * blk;
+	src[p->ring[dpg_ring_mod(p->pos - d, 4)]] = C;
+	src[p->ring[dpg_ring_mod(p->pos + 2, 4)]] = C + blk;
+	dpg_reduce_n(recv, src, 4, count, dt, op, 4);
 	return 0;
 }
 
@@ -302,6 +378,8 @@ static int cpu_reduce_scatter(struct dpg_comm *c, const void *send, void *recv,
 		rc = dpg_shm_reduce_scatter(p->shm, send, recv, recvcount, dt, op, &w, err);
 		return rc != 0 ? dpg_ring_fail_shm(p, rc, err) : 0;
 	}
+	if (two_way(p) && p->n == 4 && recvcount * es * 4 <= CPU_XCHG_RS_BYTES)
+		return reduce_exchanged(p, &j, send, recv, recvcount, dt, op, err);
 	if (two_way(p) && recvcount * es * (size_t)p->n <= CPU_SMALL_RS_BYTES &&
 	    p->n <= CPU_SMALL_AR_RANKS)
 		return reduce_gathered(p, &j, send, recv, recvcount * (size_t)p->n,

@@ -451,6 +451,11 @@ static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int 
 		s->src = j->recv + (size_t)b * s->len;
 		return;
 	}
+	case DPG_JOB_XCHG:
+		s->src = j->x[0].src;
+		s->len = j->x[0].out_len;
+		s->own = j->x[0].own;
+		return;
 	default:
 		s->len = j->count * j->es;
 		s->src = j->recv;
@@ -536,6 +541,10 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 		s->dst = j->recv + (size_t)b * s->len;
 		return;
 	}
+	case DPG_JOB_XCHG:
+		s->dst = j->x[0].dst;
+		s->len = j->x[0].in_len;
+		return;
 	default:
 		s->len = j->count * j->es;
 		s->dst = j->recv;
@@ -596,7 +605,10 @@ static bool lane_free0(const struct dpg_cpu *p, const struct dpg_ring_job *j, bo
 
 /* Bytes of a lane's current out step (ot, of o) that may be sent: the
  * stamp at once, step ot (past its own bytes) as far as in step ot - dep
- * (it, ioff bytes of i done) has been processed (in elements). */
+ * (it, ioff bytes of i done) has been processed (in elements); a whole
+ * job's (j->whole) nothing until that in step is done, then all of it, so
+ * the message and the stamp before it go as one segment: its reader wakes
+ * once, not for our own bytes and again for the rest. */
 static size_t lane_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j, bool bwd,
 			 int ot, const struct step *o, int it, size_t ioff, const struct step *i)
 {
@@ -607,6 +619,8 @@ static size_t lane_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j, 
 	need = ot - lane_dep(p, j, bwd);
 	if (need < 0 || it > need)
 		return o->len;
+	if (j->whole)
+		return 0;
 	if (it == need)
 		return o->own + ioff / i->wes * o->wes;
 	return o->own;
@@ -662,7 +676,10 @@ static size_t out_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
  * its step t - 1 took (block p+t), and takes block p+1+t: with n/2 steps
  * forward and n-1-n/2 backward every block arrives, none twice.  With an
  * even n it runs as a neighbour exchange instead (j->ne, ne_blocks): the
- * same two lanes, n/2 messages in all.
+ * same two lanes, n/2 messages in all.  An exchange job (DPG_JOB_XCHG,
+ * the small reduce-scatter of 4 ranks) has the same two steps with regions
+ * the caller lays out (j->x): each lane's out step starts with its own
+ * bytes and forwards the front of what its in step takes.
  * The lane starts with the call's stamp where it carries data, checked
  * before the data is used; the forward hop a two-way broadcast leaves idle
  * keeps its stamp and owes its check like a one-way broadcast's last hop.
@@ -682,10 +699,15 @@ static void bwd_out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, 
 	s->wes = t < 0 ? 8 : j->es;
 	s->src = t < 0 ? (const char *)&j->stamp : j->recv;
 	s->len = t < 0 ? sizeof(j->stamp) : j->count * j->es;
-	if (t >= 0 && j->ne)
+	if (t >= 0 && j->kind == DPG_JOB_XCHG) {
+		s->src = j->x[1].src;
+		s->len = j->x[1].out_len;
+		s->own = j->x[1].own;
+	} else if (t >= 0 && j->ne) {
 		ne_step(p, j, true, true, t, s);
-	else if (t >= 0 && j->kind == DPG_JOB_AG)
+	} else if (t >= 0 && j->kind == DPG_JOB_AG) {
 		s->src += bwd_ag_off(p, j, t);
+	}
 }
 
 static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, struct step *s)
@@ -694,10 +716,14 @@ static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, 
 	s->wes = t < 0 ? 8 : j->es;
 	s->dst = t < 0 ? (char *)&p->bstamp : j->recv;
 	s->len = t < 0 ? sizeof(p->bstamp) : j->count * j->es;
-	if (t >= 0 && j->ne)
+	if (t >= 0 && j->kind == DPG_JOB_XCHG) {
+		s->dst = j->x[1].dst;
+		s->len = j->x[1].in_len;
+	} else if (t >= 0 && j->ne) {
 		ne_step(p, j, true, false, t, s);
-	else if (t >= 0 && j->kind == DPG_JOB_AG)
+	} else if (t >= 0 && j->kind == DPG_JOB_AG) {
 		s->dst += bwd_ag_off(p, j, t + 1);
+	}
 }
 
 /* Bytes of backward out step 0 that may go, for the lane's stamp to carry. */

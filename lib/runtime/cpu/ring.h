@@ -102,7 +102,17 @@ static inline bool dpg_cpu_aborted(const struct dpg_cpu *p)
 /* A collective as the engine runs it: T_out send steps and T_in receive
  * steps over the ring (see ring.c for which block each step carries),
  * preceded in both directions by the call's stamp (step -1). */
-enum { DPG_JOB_ALLREDUCE, DPG_JOB_RS, DPG_JOB_AG, DPG_JOB_BCAST };
+enum { DPG_JOB_ALLREDUCE, DPG_JOB_RS, DPG_JOB_AG, DPG_JOB_BCAST, DPG_JOB_XCHG };
+
+/* One lane of an exchange job (DPG_JOB_XCHG): its one out step sends
+ * out_len bytes from src, the first own of them at once and the rest as
+ * the lane's in step brings the bytes it stores at dst (in_len); the
+ * caller lays the regions out (cpu_backend.c's small reduce-scatter). */
+struct dpg_ring_lane {
+	const char *src;
+	char *dst;
+	size_t out_len, own, in_len;
+};
 
 struct dpg_ring_job {
 	int kind;
@@ -125,7 +135,11 @@ struct dpg_ring_job {
 				 * (B_out / B_in == 0) */
 	bool ne;		/* an all-gather by neighbour exchange (even n,
 				 * two-way; ring.c): its steps and each lane's
-				 * dep and out0_free follow from our position */
+				 * dep and out0_free follow from our position
+				 * (an exchange job's lanes too) */
+	struct dpg_ring_lane x[2];	/* DPG_JOB_XCHG: forward, backward */
+	bool whole;		/* an out step that forwards waits until its in
+				 * step is whole, its own bytes too (ring.c) */
 	size_t base, rem;	/* allreduce block split */
 	char *rs_final;		/* RS: where the reduced block goes */
 	size_t aes;		/* > 0: partials travel as accumulators of
