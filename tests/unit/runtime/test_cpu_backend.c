@@ -759,11 +759,13 @@ struct fail_arg {
 	atomic_int *done;	/* MAP_SHARED: the other ranks that have their result */
 	int mode;		/* 0 kill mid-call, 1 never call (timeout), 2 abort */
 	int op;			/* 0 allreduce, 1 all_gather, 2 broadcast,
-				 * 3 a small all_gather (two-way over TCP) */
+				 * 3 a small all_gather (two-way over TCP),
+				 * 4 a small reduce_scatter (4 ranks over TCP:
+				 * an exchange) */
 };
 
 /* One call of a->op on buf (count floats; all_gather: count / n each into
- * out, count floats; the small one 4 KiB in all). */
+ * out, count floats; the small ones 4 KiB in all). */
 static int fail_op(struct dpg_comm *c, const struct fail_arg *a, float *buf, float *out,
 		   size_t count, struct dpg_err *err)
 {
@@ -775,6 +777,9 @@ static int fail_op(struct dpg_comm *c, const struct fail_arg *a, float *buf, flo
 	case 3:
 		return c->ops->all_gather(c, buf, out, 1024 / (size_t)c->size, DPG_F32, NULL,
 					  err);
+	case 4:
+		return c->ops->reduce_scatter(c, buf, out, 1024 / (size_t)c->size, DPG_F32,
+					      DPG_SUM, NULL, err);
 	default:
 		return c->ops->allreduce(c, buf, buf, count, DPG_F32, DPG_SUM, NULL, err);
 	}
@@ -883,7 +888,8 @@ static void run_fail_op(int n, int layout, int victim, int mode, int op)
 	bad = run_ranks(n, fail_child, &a, 60);
 	if (mode == 0)
 		fprintf(stderr, "  [%s %s n=%d victim %d: survivors noticed in <= %.3f s]\n",
-			op == 1 || op == 3 ? "all_gather" : op == 2 ? "broadcast" : "allreduce",
+			op == 1 || op == 3 ? "all_gather" : op == 2 ? "broadcast"
+			: op == 4 ? "reduce_scatter" : "allreduce",
 			layout_name(layout), n, victim, a.shared[1]);
 	else
 		fprintf(stderr, "  [%s n=%d rank %d never calls: %.2f s]\n", layout_name(layout),
@@ -913,6 +919,10 @@ static void test_kill_tcp(void **state)
 	run_fail_op(6, L_TCP, 3, 0, 3);
 	run_fail_op(4, L_TCP, 1, 1, 3);
 	run_fail_op(6, L_TCP, 2, 1, 3);
+	/* a 4-rank reduce_scatter by exchange: a rank dies in it, a rank
+	 * on the other parity never calls */
+	run_fail_op(4, L_TCP, 1, 0, 4);
+	run_fail_op(4, L_TCP, 2, 1, 4);
 	/* a two-way broadcast whose root never calls */
 	run_fail_op(5, L_TCP, 0, 1, 2);
 	/* 2-rank broadcasts in lockstep: the reader dies (the root may wait
@@ -1321,6 +1331,8 @@ static void test_mismatch(void **state)
 	run_mismatch(3, L_TCP, 1, 0);
 	run_mismatch(4, L_HALF, 2, 0);
 	run_mismatch(3, L_TCP, 1, 7);
+	run_mismatch(4, L_TCP, 1, 6);	/* an exchange against a neighbour exchange */
+	run_mismatch(4, L_TCP, 2, 6);
 	run_mismatch(3, L_SHM, 2, 4);
 }
 
