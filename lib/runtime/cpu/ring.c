@@ -753,6 +753,8 @@ static int send_error_to(struct dpg_cpu *p, int peer, ssize_t w, int64_t deadlin
 			 struct dpg_err *err);
 static int recv_error_from(struct dpg_cpu *p, int peer, ssize_t r, int64_t deadline,
 			   struct dpg_err *err);
+static int stamp_check_from(struct dpg_cpu *p, int peer, const struct dpg_stamp *mine,
+			    const struct dpg_stamp *theirs, struct dpg_err *err);
 
 /* The backward lane's stamp and the start of its step 0 in one sendmsg
  * (one segment: prev wakes once for both; 4 and 5 ranks on 2 vCPUs, 5
@@ -807,6 +809,45 @@ static int bwd_send(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 	return 1;
 }
 
+/* The backward lane's stamp and the start of its step 0 in one recvmsg,
+ * as the forward lane takes them (tcp_recv_stamp): one syscall fewer a
+ * call for every rank that takes data backward (strace of 4-rank 4 KiB
+ * broadcasts: 3.1 receives a call that return data, against 4.1; the time
+ * a call within the noise of 20 interleaved rounds); step 0's bytes are
+ * used only once the stamp matches. */
+static int bwd_recv_stamp(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
+			  int64_t deadline, struct dpg_err *err)
+{
+	size_t srem = e->bi.len - e->bioff;
+	struct iovec iov[2] = { { e->bi.dst + e->bioff, srem }, { NULL, 0 } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 1 };
+	struct step s0;
+	ssize_t r;
+	int rc;
+
+	if (j->B_in > 0) {
+		bwd_in_step(p, j, 0, &s0);
+		iov[1].iov_base = s0.dst;
+		iov[1].iov_len = s0.len < p->chunk ? s0.len : p->chunk;
+		m.msg_iovlen = iov[1].iov_len > 0 ? 2 : 1;
+	}
+	r = recvmsg(p->next.cfd, &m, MSG_DONTWAIT);
+	if (r <= 0)
+		return recv_error_from(p, p->next.peer, r, deadline, err);
+	if ((size_t)r < srem) {
+		e->bioff += (size_t)r;
+		return 1;
+	}
+	rc = stamp_check_from(p, p->next.peer, &j->stamp, &p->bstamp, err);
+	if (rc != 0)
+		return rc;
+	e->bit = 0;
+	e->bioff = (size_t)r - srem;
+	if (j->B_in > 0)
+		e->bi = s0;
+	return 1;
+}
+
 static int bwd_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng *e,
 		    int64_t deadline, struct dpg_err *err)
 {
@@ -815,6 +856,8 @@ static int bwd_recv(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 
 	if (e->bit >= j->B_in || left == 0)
 		return 0;
+	if (e->bit == -1)
+		return bwd_recv_stamp(p, j, e, deadline, err);
 	r = recv(p->next.cfd, e->bi.dst + e->bioff, left < p->chunk ? left : p->chunk,
 		 MSG_DONTWAIT);
 	if (r <= 0)
