@@ -416,6 +416,19 @@ static void fill_pci_loc(struct load_ctx *cx, hwloc_obj_t pci,
 	}
 }
 
+/* A PCI address as the kernel names one: device 00-1f, function 0-7.
+ * hwloc's XML takes any byte there; a file with more is malformed, and
+ * every bus id we print from it must parse back (dpg_busid_parse: the
+ * plugin matches GPUs by it). */
+static int check_pci_loc(struct load_ctx *cx, const struct dpg_pci_loc *l, const char *what)
+{
+	if (l->dev <= 0x1f && l->func <= 7)
+		return 0;
+	return dpg_errf(cx->err, "topology lists %s at PCI %s, which is no PCI address "
+			"(device 00-1f, function 0-7): malformed; regenerate it with "
+			"lstopo --of xml", what, l->busid);
+}
+
 static hwloc_obj_t pci_of(hwloc_obj_t o)
 {
 	for (o = o->parent; o != NULL; o = o->parent) {
@@ -489,6 +502,8 @@ static int load_gpus(struct load_ctx *cx)
 					DPG_TOPO_MAX_GPUS);
 		g = &t->gpus[t->ngpus];
 		fill_pci_loc(cx, o, &g->pci);
+		if (check_pci_loc(cx, &g->pci, "a GPU") != 0)
+			return -1;
 		/* one PCI address, one GPU: a bus id must name a single GPU */
 		if (dpg_topo_find_gpu(t, g->pci.busid, NULL) >= 0)
 			return dpg_errf(cx->err, "topology lists two GPUs at PCI %s: "
@@ -529,6 +544,8 @@ static int add_nic(struct load_ctx *cx, hwloc_obj_t pci, enum dpg_nic_kind kind,
 	}
 	n = &t->nics[t->nnics];
 	fill_pci_loc(cx, pci, &n->pci);
+	if (check_pci_loc(cx, &n->pci, "a NIC") != 0)
+		return -1;
 	n->kind = kind;
 	copy_name(n->name, name);
 	copy_name(n->netdev, netdev);
