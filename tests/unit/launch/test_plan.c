@@ -57,6 +57,30 @@ static struct dpg_topo *load_path(const char *path)
 	return t;
 }
 
+/* A fixture's bytes, NUL-terminated (*n: without the NUL); free() them. */
+static char *read_fixture(const char *name, size_t *n)
+{
+	char p[1024];
+	FILE *f;
+	char *buf;
+	long len;
+
+	fixture_path(name, p, sizeof(p));
+	f = fopen(p, "r");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	assert_true(len > 0);
+	rewind(f);
+	buf = malloc((size_t)len + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+	buf[len] = '\0';
+	fclose(f);
+	*n = (size_t)len;
+	return buf;
+}
+
 static struct dpg_topo *load_fixture(const char *name)
 {
 	char p[1024];
@@ -508,26 +532,13 @@ static void test_load_isolated(void **state)
 
 static void test_load_buffer(void **state)
 {
-	char p[1024];
-	FILE *f;
-	char *buf;
-	long n;
+	size_t n;
+	char *buf = read_fixture("synthetic-2s-4gpu-2sw.xml", &n);
 	struct dpg_topo *t = NULL;
 	struct dpg_err e = { "" };
 
 	(void)state;
-	fixture_path("synthetic-2s-4gpu-2sw.xml", p, sizeof(p));
-	f = fopen(p, "r");
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n > 0);
-	rewind(f);
-	buf = malloc((size_t)n);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	if (dpg_topo_load_xml_buffer(buf, (size_t)n, &t, &e) != 0)
+	if (dpg_topo_load_xml_buffer(buf, n, &t, &e) != 0)
 		fail_msg("%s", e.msg);
 	assert_int_equal(t->ngpus, 4);
 	assert_int_equal(t->nnics, 4);
@@ -548,37 +559,22 @@ static void test_load_bad_pci(void **state)
 		{ "\"0035:01:00.0\"", "\"0035:01:00.8\"", "a GPU at PCI 0035:01:00.8" },
 		{ "\"0000:05:00.0\"", "\"0000:05:20.0\"", "a NIC at PCI 0000:05:20.0" },
 	};
-	char p[1024];
-	FILE *f;
-	char *buf, *at;
-	long n;
-	size_t k;
+	size_t n, k;
+	char *buf = read_fixture("reserved-cores-numa-gaps.xml", &n), *at;
 
 	(void)state;
-	fixture_path("reserved-cores-numa-gaps.xml", p, sizeof(p));
-	f = fopen(p, "r");
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n > 0);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
 	for (k = 0; k < NELEM(cases); k++) {
 		struct dpg_topo *t = NULL;
 		struct dpg_err e = { "" };
 
 		/* the fixture as it is loads; the same with one bad address does not */
-		assert_int_equal(dpg_topo_load_xml_buffer(buf, (size_t)n, &t, &e), 0);
+		assert_int_equal(dpg_topo_load_xml_buffer(buf, n, &t, &e), 0);
 		dpg_topo_free(t);
 		t = NULL;
 		at = strstr(buf, cases[k].from);
 		assert_non_null(at);
 		memcpy(at, cases[k].to, strlen(cases[k].to));
-		assert_int_equal(dpg_topo_load_xml_buffer(buf, (size_t)n, &t, &e), -1);
+		assert_int_equal(dpg_topo_load_xml_buffer(buf, n, &t, &e), -1);
 		assert_null(t);
 		if (strstr(e.msg, cases[k].what) == NULL || strstr(e.msg, "no PCI address") == NULL)
 			fail_msg("case %zu: %s", k, e.msg);
