@@ -1489,10 +1489,8 @@ static int ring_run(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 			if (++ep->bot < j->B_out)
 				bwd_out_step(p, j, ep->bot, &ep->bo);
 		}
+		/* (the backward stamp is checked as it comes in: bwd_recv_stamp) */
 		while (ep->bit < j->B_in && ep->bioff == ep->bi.len) {
-			if (ep->bit == -1 && (rc = stamp_check_from(p, p->next.peer, &j->stamp,
-								    &p->bstamp, err)) != 0)
-				return rc;
 			ep->bioff = 0;
 			if (++ep->bit < j->B_in)
 				bwd_in_step(p, j, ep->bit, &ep->bi);

@@ -105,9 +105,10 @@ static inline bool dpg_cpu_aborted(const struct dpg_cpu *p)
 enum { DPG_JOB_ALLREDUCE, DPG_JOB_RS, DPG_JOB_AG, DPG_JOB_BCAST, DPG_JOB_XCHG };
 
 /* One lane of an exchange job (DPG_JOB_XCHG): its one out step sends
- * out_len bytes from src, the first own of them at once and the rest as
- * the lane's in step brings the bytes it stores at dst (in_len); the
- * caller lays the regions out (cpu_backend.c's small reduce-scatter). */
+ * out_len bytes from src, the first own of them our own and the rest what
+ * the lane's in step stores at dst (in_len) as it comes in (all of it at
+ * once, once in, when the job is whole); the caller lays the regions out
+ * (cpu_backend.c's small reduce-scatter). */
 struct dpg_ring_lane {
 	const char *src;
 	char *dst;
