@@ -75,9 +75,25 @@ check_optim() {
 	has "$1" '^\| sgd / same-pattern sgd \| [0-9.]+ \|' "the sgd ratio"
 }
 
+# column COL (named in the header matching RE) of the rows starting with
+# "| ROW |" is a number in each such row, and there is at least one
+column_num() {	# file re col row
+	awk -v re="$2" -v col="$3" -v row="$4" '
+	$0 ~ re { n = split($0, h, "|"); for (i = 1; i <= n; i++) { gsub(/^ +| +$/, "", h[i]); if (h[i] == col) at = i } intable = at > 0; next }
+	!/^\|/ { intable = 0 }
+	intable && index($0, "| " row " |") == 1 { split($0, c, "|"); gsub(/^ +| +$/, "", c[at])
+		if (c[at] !~ /^[0-9]+(\.[0-9]+)?$/) { printf "%s row: column \"%s\" is \"%s\"\n", row, col, c[at]; bad = 1 }
+		rows++ }
+	END { if (!at) { printf "no column \"%s\" in a table /%s/\n", col, re; exit 1 }
+	      if (!rows) { printf "no %s row under /%s/\n", row, re; exit 1 }
+	      exit bad }' "$1"
+}
+
 check_coll() {
 	has "$1" "$host_line" "the host line" &&
 	table "$1" '^\| size \| dpg shm n=2 \|' 3 2 &&
+	table "$1" '^\| op \| n \| size \| reference busbw \| dpg / ref \|' 6 4 5 &&
+	column_num "$1" '^\| op \| n \| size \| reference busbw \| dpg / ref \|' "kernel-copy ref" allgather &&
 	table "$1" '^\| op \| transport \| n \| dpg wall / CPU ms \|' 2 3 4 &&
 	table "$1" '^\| op \| n \| size \| reference busbw \(wait\) \| ring reference \(wait\) \|' 3 2 4 5 6 7 &&
 	has "$1" '^## cells below a peer' "the cells below a peer" &&

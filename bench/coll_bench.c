@@ -38,6 +38,17 @@
  *             forward (its own block, then one for each block in; for
  *             broadcast, what has come in), the most a ring of TCP hops
  *             can do here; timed and reported the same way
+ *   -m cmalimit  no collective, all_gather and broadcast only: the ranks
+ *             meet, then each takes what it lacks straight out of the
+ *             other ranks' private buffers with process_vm_readv, the one
+ *             kernel copy between two processes' private memory (all_gather:
+ *             the other n-1 blocks, starting with the next rank's, and a
+ *             memcpy of its own block; broadcast: the whole buffer from the
+ *             root), and they meet again, since an owner may not return
+ *             while others still read its buffer: the least a one-node
+ *             all_gather or broadcast of buffers that are not shared can
+ *             do without a second copy (for a broadcast not a bound: the
+ *             root, idle here, could take part of the copying)
  * Ranks are pinned to CPU (rank % ncpus) when there are no more ranks than
  * CPUs (Open MPI binds to cores in that case too; -P turns pinning off).
  *
@@ -58,7 +69,7 @@
  * time (getrusage, user + system) of that call: what a rank burns while it
  * waits.  Median over the 3, max over the waiting ranks.
  *
- * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] [-e MAXBYTES]
+ * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit|cmalimit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
  *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-L LOCKSTEP_BYTES] [-S auto|on|off]
  *          [-O auto|off] [-Y spin|block] [-d f32|bf16]
@@ -101,6 +112,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "cma.h"
 #include "cpu_backend.h"
 #include "net.h"
 #include "reduce.h"
@@ -156,6 +168,7 @@ static dpg_dtype_t g_dt = DPG_F32;	/* the element type of this run */
 static char *g_limit;			/* -m limit: the "peers' data" (maxb) */
 static _Atomic uint64_t *g_meet;	/* -m limit: a cache line per rank, shared */
 static uint64_t g_meets;		/* -m limit: meetings so far */
+static _Atomic uint64_t *g_peer;	/* -m cmalimit: per rank its pid, its g_limit */
 /* Set by the parent once every rank is forked: a rank connects to the
  * store only then.  The store's thread runs in the parent, and a fork taken
  * while it held a lock (OpenSSL's, stdio's) left a child blocked for good
@@ -184,6 +197,19 @@ static void setv(void *b, size_t i, float v)
 		((float *)b)[i] = v;
 }
 
+/* -m limit, cmalimit: bump our line, wait until every rank's has caught up */
+static void meet(const struct dpg_comm *c)
+{
+	size_t q;
+
+	g_meets++;
+	atomic_store(&g_meet[(size_t)c->rank * 8], g_meets);
+	for (q = 0; q < (size_t)c->size; q++)
+		while (atomic_load(&g_meet[q * 8]) < g_meets)
+			if (g_yield)
+				sched_yield();
+}
+
 /* -m limit: the least a call needs (see the top): one meeting, then the
  * copying on local memory (glibc's memcpy: above the caches an
  * implementation's streaming stores can beat it). */
@@ -192,12 +218,7 @@ static void run_limit(const struct dpg_comm *c, int op, size_t count, void *r)
 	size_t n = (size_t)c->size, es = dpg_dtype_size(g_dt), blk = count / n, q;
 	const void *src[64];
 
-	g_meets++;
-	atomic_store(&g_meet[(size_t)c->rank * 8], g_meets);
-	for (q = 0; q < n; q++)
-		while (atomic_load(&g_meet[q * 8]) < g_meets)
-			if (g_yield)
-				sched_yield();
+	meet(c);
 	switch (op) {
 	case OP_ALLREDUCE:
 	case OP_REDUCE_SCATTER:
@@ -215,6 +236,40 @@ static void run_limit(const struct dpg_comm *c, int op, size_t count, void *r)
 		memcpy(r, g_limit, count * es);
 		break;
 	}
+}
+
+/* -m cmalimit: len bytes of rank q's g_limit into dst, in the kernel. */
+static void cma_take(int rank, int q, void *dst, size_t len)
+{
+	int rc = dpg_cma_read((pid_t)atomic_load(&g_peer[2 * q]), dst,
+			      atomic_load(&g_peer[2 * q + 1]), len);
+
+	if (rc != 0) {
+		fprintf(stderr, "coll_bench rank %d: cmalimit: process_vm_readv of rank %d: %s "
+			"(this kernel or its ptrace policy refuses cross-memory reads)\n", rank, q,
+			strerror(-rc));
+		_exit(1);
+	}
+}
+
+/* -m cmalimit: meet, take what we lack from the owners' private buffers
+ * (see the top), meet again. */
+static void run_cmalimit(const struct dpg_comm *c, int op, size_t count, void *r)
+{
+	size_t n = (size_t)c->size, bytes = count * dpg_dtype_size(g_dt), blk = bytes / n, k;
+
+	meet(c);
+	if (op == OP_ALLGATHER) {
+		memcpy((char *)r + (size_t)c->rank * blk, g_limit, blk);
+		for (k = 1; k < n; k++) {
+			size_t q = ((size_t)c->rank + k) % n;
+
+			cma_take(c->rank, (int)q, (char *)r + q * blk, blk);
+		}
+	} else if (c->rank != 0) {
+		cma_take(c->rank, 0, r, bytes);
+	}
+	meet(c);
 }
 
 /* -m tcplimit: the bytes this rank sends and takes in one call of op on
@@ -311,6 +366,8 @@ static int run_op_raw(struct dpg_comm *c, int op, size_t count, void *s, void *r
 	if (g_limit != NULL) {
 		if (g_tx >= 0 || g_rx >= 0)
 			run_tcplimit(c, op, count, r);
+		else if (g_peer != NULL)
+			run_cmalimit(c, op, count, r);
 		else
 			run_limit(c, op, count, r);
 		return 0;
@@ -531,11 +588,17 @@ static int rank_main(int rank, const struct opts *o)
 		die(rank, "out of memory", NULL);
 	memset(sbuf, 0, o->maxb);
 	memset(rbuf, 0, o->maxb);
-	if (strcmp(o->mode, "limit") == 0 || strcmp(o->mode, "tcplimit") == 0) {
+	if (strcmp(o->mode, "limit") == 0 || strcmp(o->mode, "tcplimit") == 0 ||
+	    strcmp(o->mode, "cmalimit") == 0) {
 		if (posix_memalign((void **)&g_limit, 4096, o->maxb) != 0)
 			die(rank, "out of memory", NULL);
 		memset(g_limit, 0, o->maxb);
 		g_yield = o->n > (int)sysconf(_SC_NPROCESSORS_ONLN);
+	}
+	if (strcmp(o->mode, "cmalimit") == 0) {	/* seen by all at the first meeting */
+		g_peer = &g_meet[(size_t)o->n * 8 + 8];
+		atomic_store(&g_peer[2 * rank + 1], (uint64_t)(uintptr_t)g_limit);
+		atomic_store(&g_peer[2 * rank], (uint64_t)getpid());
 	}
 	ts = calloc((size_t)o->reps, sizeof(*ts));
 	if (ts == NULL)
@@ -670,7 +733,7 @@ static void tcp_keep(int rank, const struct opts *o)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit] [-b MINBYTES] "
+	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit|cmalimit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
 		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-L LOCKSTEP_BYTES] [-S auto|on|off] "
 		"[-O auto|off] [-Y spin|block] [-d f32|bf16] [-W MS] [-F] [-P] [-T]\n");
@@ -761,8 +824,13 @@ int main(int argc, char **argv)
 	if (o.n < 1 || o.n > 64 || o.reps < 1 || o.factor < 2 || o.minb < 4 ||
 	    o.maxb < o.minb || (strcmp(o.mode, "shm") != 0 && strcmp(o.mode, "tcp") != 0 &&
 				strcmp(o.mode, "ring") != 0 && strcmp(o.mode, "limit") != 0 &&
-				strcmp(o.mode, "tcplimit") != 0))
+				strcmp(o.mode, "tcplimit") != 0 && strcmp(o.mode, "cmalimit") != 0))
 		usage();
+	if (strcmp(o.mode, "cmalimit") == 0 && (o.on[OP_ALLREDUCE] || o.on[OP_REDUCE_SCATTER])) {
+		fprintf(stderr, "coll_bench: -m cmalimit measures allgather and bcast only: "
+			"pass -c allgather,bcast (or one of them)\n");
+		return 2;
+	}
 	if (strcmp(o.mode, "tcplimit") == 0 && o.n > 1 && tcp_ring(o.n) != 0)
 		return 1;
 	if (o.chunk > 0)
@@ -778,14 +846,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	o.port = dpg_store_server_port(srv);
-	/* -m limit: the ranks' meeting lines, shared by the forks */
-	g_meet = mmap(NULL, (size_t)o.n * 64 + 64, PROT_READ | PROT_WRITE,
+	/* -m limit: the ranks' meeting lines, the go word, then (cmalimit)
+	 * each rank's pid and buffer; shared by the forks */
+	g_meet = mmap(NULL, (size_t)o.n * 80 + 64, PROT_READ | PROT_WRITE,
 		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (g_meet == MAP_FAILED) {
 		perror("mmap");
 		return 1;
 	}
-	memset((void *)g_meet, 0, (size_t)o.n * 64 + 64);
+	memset((void *)g_meet, 0, (size_t)o.n * 80 + 64);
 	g_go = (_Atomic uint32_t *)&g_meet[(size_t)o.n * 8];
 	fflush(stdout);
 	for (i = 0; i < o.n; i++) {

@@ -11,7 +11,8 @@
 # its "shm" column is what a one-node PyTorch job gets (loopback TCP).
 #
 # Usage: bench/coll_bench.sh [--smoke] [OUTDIR]
-#   --smoke (or SMOKE=1): 2 ranks, allreduce, 4..64 KiB, one run, short batches
+#   --smoke (or SMOKE=1): 2 ranks, allreduce and allgather, 4..64 KiB, one run,
+#   short batches
 # Environment:
 #   BUILD=DIR              the build tree with bench/coll_bench (and
 #                          bench/coll_mpi where configure found mpicc):
@@ -30,7 +31,11 @@
 #   LIMIT=1                with shm, also `coll_bench -m limit` (a meeting of
 #                          the ranks and the least copying each op needs, on
 #                          every rank's own memory at once): the "one-node
-#                          reference" table; with tcp, `coll_bench -m
+#                          reference" table; for allgather and bcast also
+#                          `-m cmalimit` (each rank reads what it lacks from
+#                          the owners' private buffers with process_vm_readv,
+#                          the one kernel copy between processes): its
+#                          kernel-copy column; with tcp, `coll_bench -m
 #                          tcplimit` with -Y spin and -Y block (the bytes a
 #                          ring moves per rank, over loopback TCP with
 #                          nothing else), bare and with -F (in a ring's
@@ -56,7 +61,7 @@ bench_name=coll_bench.sh
 SMOKE=${SMOKE:-0}
 if [ "${1:-}" = --smoke ]; then SMOKE=1; shift; fi
 if [ "$SMOKE" = 1 ]; then
-	RANKS=${RANKS:-2}; RUNS=${RUNS:-1}; OPS=${OPS:-allreduce}
+	RANKS=${RANKS:-2}; RUNS=${RUNS:-1}; OPS=${OPS:-allreduce,allgather}
 	MINB=${MINB:-4096}; MAXB=${MAXB:-65536}; REPS=${REPS:-2}; TARGET_MS=${TARGET_MS:-5}
 	WAIT_MS=${WAIT_MS:-10}
 fi
@@ -135,6 +140,10 @@ run_one() {	# impl t n op
 	dpg)	"$dpg_prog" -n "$3" -m "$2" -l "dpg-$2" $ARGS -c "$4" >> "$f" || rc=$? ;;
 	limit)	if [ "$2" = shm ]; then
 			"$dpg_prog" -n "$3" -m limit -l "limit-$2" $ARGS -c "$4" >> "$f" || rc=$?
+			case $4 in allgather|bcast)
+				"$dpg_prog" -n "$3" -m cmalimit -l "limitcma-$2" $ARGS -c "$4" >> "$f" ||
+					rc=$? ;;
+			esac
 		else	# both waits, bare and in a ring's order (the table takes the
 			# better wait of each)
 			for y in spin block; do
@@ -311,10 +320,11 @@ for p in peers:
 lines.append("")
 def ref(t, n, op, b, kind=""):
     """The reference busbw of a cell and how it waited: shm's one-node
-    reference, or the better of tcplimit's two waits (kind "ring": -F)."""
+    reference (kind "ring": the kernel-copy one, cmalimit), or the better of
+    tcplimit's two waits (kind "ring": -F)."""
     if t == "shm":
-        v, _, _ = cell(("limit", "shm", n, op, b)) if not kind else (None, None, "")
-        return v, ""
+        v, _, _ = cell(("limitcma" if kind else "limit", "shm", n, op, b))
+        return v, "kernel copy" if kind and v is not None else ""
     best = (None, "")
     for y in ("spin", "block"):
         v, _, _ = cell(("limit" + kind + y, t, n, op, b))
@@ -347,14 +357,15 @@ else:
     floor = "; ".join("with %d and %d runs it cannot go below %.2g" %
                       (a, c, 2.0 / math.comb(a + c, a)) for a, c in nr if a > 1 and c > 1)
     lines.append("Each with the references measured in the same run (shm: the one-node "
-                 "reference; tcp: the TCP references, bare and in a ring's order, below) and "
+                 "reference and, for all_gather and broadcast, the kernel-copy one; tcp: the "
+                 "TCP references, bare and in a ring's order; both below) and "
                  "dpg's and the peer's share of each.  p: how often runs this far apart come "
                  "from two implementations that do not differ (exact two-sided permutation "
                  "test of the runs' rank sums, Mann-Whitney%s).  %d of the %d cells have "
                  "p < 0.05." % ("; " + floor if floor else "", sig, len(below)))
     lines.append("")
     lines.append("| peer | op | transport | n | size | dpg | peer | ratio | p | reference | dpg / ref "
-                 "| peer / ref | ring ref | dpg / ring | peer / ring | per run, us: dpg / peer |")
+                 "| peer / ref | ring or kernel-copy ref | dpg / it | peer / it | per run, us: dpg / peer |")
     lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     def per_run(key):
         return " ".join("%.3g" % x[1] for x in sorted(rows.get(key, []), key=lambda x: x[3]))
@@ -378,11 +389,20 @@ if any(k[0] == "limit" for k in rows):
                  "(all_gather, broadcast: one memcpy of the output, the root none; "
                  "reduce_scatter: one combine of n blocks; allreduce: that and a memcpy of the "
                  "rest), in the same batches; busbw as above, and each implementation's share "
-                 "of it.  glibc's memcpy: above the caches streaming stores can beat it (> 1).")
+                 "of it.  glibc's memcpy: above the caches streaming stores can beat it (> 1).  "
+                 "The kernel-copy reference (`-m cmalimit`, all_gather and broadcast): the "
+                 "ranks meet, each reads what it lacks straight from the owners' private "
+                 "buffers with process_vm_readv (all_gather: the other n-1 blocks, and a "
+                 "memcpy of its own; broadcast: the whole buffer from the root), and they "
+                 "meet again (an owner may not return while its buffer is read): the least "
+                 "copying between processes whose buffers are not shared, as user buffers "
+                 "are not; a broadcast whose root shares the copying can beat it.")
     lines.append("")
     lines.append("| op | n | size | reference busbw | dpg / ref |" +
-                 "".join(" %s / ref |" % pname[p] for p in peers))
-    lines.append("|---|---:|---:|---:|---:|" + "---:|" * len(peers))
+                 "".join(" %s / ref |" % pname[p] for p in peers) +
+                 " kernel-copy ref | dpg / it |" + "".join(" %s / it |" % pname[p] for p in peers))
+    lines.append("|---|---:|---:|---:|---:|" + "---:|" * len(peers) + "---:|---:|" +
+                 "---:|" * len(peers))
     for op in ops:
         for n in sorted({k[2] for k in rows if k[0] == "limit" and k[3] == op}):
             for b in sorted({k[4] for k in rows if k[0] == "limit" and k[3] == op and k[2] == n}):
@@ -393,6 +413,12 @@ if any(k[0] == "limit" for k in rows):
                 for p in peers:
                     o, _, _ = cell((p, "shm", n, op, b))
                     s += " %s |" % ("%.2f" % (o / lim) if o and lim else "-")
+                cma, _, _ = cell(("limitcma", "shm", n, op, b))
+                s += " %s | %s |" % (fmt(cma, "") if cma else "-",
+                                     "%.2f" % (d / cma) if d and cma else "-")
+                for p in peers:
+                    o, _, _ = cell((p, "shm", n, op, b))
+                    s += " %s |" % ("%.2f" % (o / cma) if o and cma else "-")
                 lines.append(s)
     lines.append("")
 if any(k[0].startswith("limit") and k[1] == "tcp" for k in rows):
