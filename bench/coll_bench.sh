@@ -410,15 +410,12 @@ if any(k[0] == "limit" for k in rows):
                 d, _, _ = cell(("dpg", "shm", n, op, b))
                 s = "| %s | %d | %s | %s | %s |" % (op, n, human(b), fmt(lim, ""),
                                                    "%.2f" % (d / lim) if d and lim else "-")
-                for p in peers:
-                    o, _, _ = cell((p, "shm", n, op, b))
-                    s += " %s |" % ("%.2f" % (o / lim) if o and lim else "-")
+                po = [cell((p, "shm", n, op, b))[0] for p in peers]
+                s += "".join(" %s |" % ("%.2f" % (o / lim) if o and lim else "-") for o in po)
                 cma, _, _ = cell(("limitcma", "shm", n, op, b))
                 s += " %s | %s |" % (fmt(cma, "") if cma else "-",
                                      "%.2f" % (d / cma) if d and cma else "-")
-                for p in peers:
-                    o, _, _ = cell((p, "shm", n, op, b))
-                    s += " %s |" % ("%.2f" % (o / cma) if o and cma else "-")
+                s += "".join(" %s |" % ("%.2f" % (o / cma) if o and cma else "-") for o in po)
                 lines.append(s)
     lines.append("")
 if any(k[0].startswith("limit") and k[1] == "tcp" for k in rows):
