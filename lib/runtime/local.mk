@@ -26,7 +26,7 @@ libdpgrt_la_SOURCES = \
 	lib/runtime/gpumod.c lib/runtime/gpumod.h \
 	lib/runtime/cpu/reduce.c lib/runtime/cpu/reduce.h \
 	lib/runtime/cpu/shm.c lib/runtime/cpu/shm.h lib/runtime/cpu/shm_impl.h \
-	lib/runtime/cpu/shm_seg.c lib/runtime/cpu/shm_direct.c \
+	lib/runtime/cpu/shm_seg.c lib/runtime/cpu/shm_sweep.c lib/runtime/cpu/shm_direct.c \
 	lib/runtime/cpu/clock.h lib/runtime/cpu/handoff.c lib/runtime/cpu/handoff.h \
 	lib/runtime/cpu/xcost.c lib/runtime/cpu/xcost.h \
 	lib/runtime/cpu/cma.c lib/runtime/cpu/cma.h \

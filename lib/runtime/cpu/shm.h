@@ -117,6 +117,13 @@ int dpg_shm_open(struct dpg_shm **out, const struct dpg_shm_cfg *cfg,
  * if the last attacher has not (it normally has). */
 void dpg_shm_unlink(struct dpg_shm *s);
 void dpg_shm_close(struct dpg_shm *s);
+/* Remove from dir the names of segments whose creator is gone (killed
+ * before every local rank attached, so nobody removed the name): files
+ * named as dpg_shm_open names them, of this user, older than min_age_s,
+ * that no process holds locked (a creator locks its file from creation on,
+ * so a live one, in whatever pid namespace, is never touched).  Best effort;
+ * returns how many it removed.  dpg_shm_open's creator runs it on /dev/shm. */
+int dpg_shm_sweep(const char *dir, double min_age_s);
 
 /* What a blocking call may wait for. */
 struct dpg_shm_wait {

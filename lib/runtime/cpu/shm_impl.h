@@ -126,6 +126,8 @@ struct dpg_shm {
 	const char *const *hosts;
 	char name[96];
 	bool creator, created, unlinked;
+	int lock_fd;			/* creator: holds the file locked, which
+					 * tells dpg_shm_sweep it lives; or -1 */
 	void *base;
 	size_t size;
 	struct shm_hdr *hdr;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -75,6 +76,8 @@ void shm_free(struct dpg_shm *s)
 	if (s == NULL)
 		return;
 	dpg_shm_unlink(s);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	if (s->base != NULL)
 		munmap(s->base, s->size);
 	if (s->pidfds != NULL)
@@ -98,6 +101,7 @@ static int shm_new(const struct dpg_shm_cfg *cfg, struct dpg_shm **out, struct d
 	*out = s;
 	if (s == NULL)
 		return dpg_errs(err, DPG_ERR_NOMEM, "out of memory");
+	s->lock_fd = -1;
 	s->mode = cfg->mode;
 	s->n = cfg->nlocal;
 	s->me = cfg->lrank;
@@ -188,7 +192,25 @@ static int seg_reserve(struct dpg_shm *s, int fd, struct dpg_err *err)
 			(unsigned long long)vfs.f_blocks * vfs.f_frsize);
 }
 
-/* A fresh name, the file created exclusively (0600), sized and reserved. */
+/* Lock the new file for this process's life (a second descriptor keeps the
+ * lock once the mapping's is closed): dpg_shm_sweep leaves a locked file be. */
+static int seg_lock(struct dpg_shm *s, int fd, struct dpg_err *err)
+{
+	int e;
+
+	do
+		e = flock(fd, LOCK_EX);
+	while (e != 0 && errno == EINTR);
+	if (e == 0)
+		s->lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (e != 0 || s->lock_fd < 0)
+		return dpg_errs(err, DPG_ERR_SYSTEM, "cannot lock the shared segment %s: %s",
+				s->name, strerror(errno));
+	return 0;
+}
+
+/* A fresh name, the file created exclusively (0600), locked, sized and
+ * reserved. */
 static int seg_file(struct dpg_shm *s, int *fdp, struct dpg_err *err)
 {
 	unsigned rnd = (unsigned)getpid() ^ (unsigned)dpg_now_ns();
@@ -204,7 +226,8 @@ static int seg_file(struct dpg_shm *s, int *fdp, struct dpg_err *err)
 	if (fd < 0)
 		return dpg_errs(err, DPG_ERR_SYSTEM, "shm_open %s: %s", s->name, strerror(errno));
 	s->created = true;
-	if (ftruncate(fd, (off_t)s->size) != 0)
+	rc = seg_lock(s, fd, err);
+	if (rc == 0 && ftruncate(fd, (off_t)s->size) != 0)
 		rc = dpg_errs(err, DPG_ERR_SYSTEM, "cannot size the shared segment to %zu "
 			      "bytes: %s (is /dev/shm large enough?)", s->size, strerror(errno));
 	if (rc == 0)
@@ -254,6 +277,8 @@ static int seg_create(struct dpg_shm *s, const struct dpg_shm_cfg *cfg, size_t c
 {
 	int fd = -1, rc;
 
+	/* names that creators killed in an earlier rendezvous left behind */
+	(void)dpg_shm_sweep("/dev/shm", 2.0);
 	rc = seg_file(s, &fd, err);
 	if (rc == 0)
 		rc = seg_map(s, fd, err);

@@ -5,9 +5,11 @@
  * segment, mismatched settings, the pipes, the failure word, dpg_fail_format
  * and a dead or absent local rank noticed in bounded time; a corrupt failure
  * word, a full /dev/shm (a 1 MiB tmpfs in a private mount namespace) and
- * SIGTERM right after attaching (issue 17, item 8); the streamed copies into
- * the slots and the handoff estimate that chooses them, and the single-copy
- * reads of large all_gathers and broadcasts (issue 16).
+ * SIGTERM right after attaching (issue 17, item 8); the name a creator
+ * killed before its peer attached left, removed by the next creator; the
+ * streamed copies into the slots and the handoff estimate that chooses
+ * them, and the single-copy reads of large all_gathers and broadcasts
+ * (issue 16).
  *
  * Rank processes are forked per test and meet through a real rendezvous
  * store, served by a forked process.  Children report through their exit
@@ -31,6 +33,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1458,6 +1461,104 @@ static void test_sigterm_after_attach(void **state)
 	}
 }
 
+/* A creator SIGKILLed before its peer attached leaves its name (nothing
+ * can run in a killed process); the next creator on the node removes it.
+ * Until then the name is left alone while its creator lives (however old)
+ * and while it is younger than the sweep's age, and a name that is not a
+ * segment's is never touched. */
+static int stale_creator(struct rk *r, int wfd)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm *s = NULL;
+	struct dpg_shm_cfg cfg = r->cfg;
+	struct dpg_store *st = NULL;
+	char key[64];
+	void *val = NULL;
+	size_t len = 0;
+
+	CHK(dpg_store_connect("127.0.0.1", g_port, g_secret, sizeof(g_secret),
+			      dpg_now_ms() + 5000, NULL, &st, &err) == 0, "connect: %s", err.msg);
+	snprintf(key, sizeof(key), "t%d/stale", r->seq);
+	cfg.store = st;
+	cfg.key = key;
+	CHK(dpg_shm_open(&s, &cfg, &err) == 0, "open: %s", err.msg);
+	CHK(dpg_store_get(st, key, &val, &len, dpg_now_ms() + 1000, &err) == 0, "get: %s", err.msg);
+	CHK(write(wfd, val, len) == (ssize_t)len, "pipe");
+	for (;;)
+		pause();	/* until SIGKILLed: the peer never attaches */
+}
+
+static int set_age(const char *name, double age_s)
+{
+	char path[128];
+	struct timespec t[2];
+
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= (time_t)age_s;
+	t[1] = t[0];
+	return utimensat(AT_FDCWD, path, t, 0);
+}
+
+static int stale_rank(struct rk *r)
+{
+	struct dpg_err err = { "" };
+	struct dpg_shm *s = NULL;
+	char name[96] = "", other[96], path[128];
+	void *val = NULL;
+	size_t len = 0;
+	int p[2], fd, st;
+	pid_t g;
+
+	r->cfg.nlocal = 2;	/* local rank 0 of 2; local rank 1 never comes */
+	r->cfg.pid_ok = false;
+	CHK(pipe(p) == 0, "pipe");
+	fflush(NULL);
+	g = fork();
+	CHK(g >= 0, "fork");
+	if (g == 0) {
+		close(p[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(stale_creator(r, p[1]));
+	}
+	close(p[1]);
+	CHK(read(p[0], name, sizeof(name) - 1) > 1, "the creator wrote no name");
+	close(p[0]);
+	CHK(dpg_shm_sweep("/dev/shm", 2.0) >= 0 && dev_shm_has(name), "young: %s swept", name);
+	CHK(set_age(name, 10) == 0, "utimensat: %s", strerror(errno));
+	CHK(dpg_shm_sweep("/dev/shm", 2.0) >= 0 && dev_shm_has(name),
+	    "%s swept while its creator lives", name);
+	kill(g, SIGKILL);
+	CHK(waitpid(g, &st, 0) == g && WIFSIGNALED(st), "creator status 0x%x", st);
+	CHK(dev_shm_has(name), "the killed creator's %s is gone already?", name);
+	CHK(dpg_shm_sweep("/dev/shm", 3600) >= 0 && dev_shm_has(name),
+	    "%s swept though younger than the sweep's age", name);
+
+	snprintf(other, sizeof(other), "/dpg.%d.stale-test", (int)getpid());
+	snprintf(path, sizeof(path), "/dev/shm%s", other);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	CHK(fd >= 0 && close(fd) == 0 && set_age(other, 10) == 0, "%s: %s", path, strerror(errno));
+
+	/* the next creator on the node */
+	CHK(dpg_shm_open(&s, &r->cfg, &err) == 0, "open: %s", err.msg);
+	CHK(dpg_store_get(r->st, r->key, &val, &len, dpg_now_ms() + 1000, &err) == 0,
+	    "get: %s", err.msg);
+	CHK(!dev_shm_has(name), "%s left after the next creator", name);
+	CHK(dev_shm_has(val), "the new creator's own %s gone", (char *)val);
+	CHK(dev_shm_has(other), "%s (not a segment's name) swept", other);
+	unlink(path);
+	dpg_shm_close(s);
+	CHK(!dev_shm_has(val), "%s left after close", (char *)val);
+	free(val);
+	return 0;
+}
+
+static void test_stale_swept(void **state)
+{
+	(void)state;
+	run_ranks(1, stale_rank, 20);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1480,6 +1581,7 @@ int main(void)
 		cmocka_unit_test(test_absent_rank),
 		cmocka_unit_test(test_bad_failure_word),
 		cmocka_unit_test(test_sigterm_after_attach),
+		cmocka_unit_test(test_stale_swept),
 		cmocka_unit_test(test_dev_shm_full),
 	};
 	int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
