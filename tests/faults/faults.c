@@ -557,6 +557,7 @@ struct fcase {
 	bool exited[NREC];
 	struct rspec spec[NREC];
 	double t0, deadline;
+	struct timespec wall0;		/* CLOCK_REALTIME at the start */
 	/* result */
 	int res;
 	double dmin, dmax;
@@ -2701,6 +2702,21 @@ static void check_logs(struct fcase *fc)
 				fail(fc, "'%s' in %s/r%d.log", bad[i], fc->dir, s);
 }
 
+/* Made since the case started (a pid of this case may be the pid of some
+ * earlier process that left a segment: pids wrap); 0.1 s of slack for the
+ * file system's coarser clock. */
+static bool made_since(struct fcase *fc, const char *name)
+{
+	struct stat st;
+	char p[300];
+
+	snprintf(p, sizeof(p), "/dev/shm/%s", name);
+	if (stat(p, &st) != 0)
+		return false;
+	return (double)(st.st_ctim.tv_sec - fc->wall0.tv_sec) +
+	       (double)(st.st_ctim.tv_nsec - fc->wall0.tv_nsec) * 1e-9 >= -0.1;
+}
+
 /* Shared-memory segments of this case's ranks left in /dev/shm. */
 static void check_shm(struct fcase *fc)
 {
@@ -2712,7 +2728,7 @@ static void check_shm(struct fcase *fc)
 	while ((de = readdir(d)) != NULL) {
 		int pid;
 
-		if (sscanf(de->d_name, "dpg.%d.", &pid) != 1)
+		if (sscanf(de->d_name, "dpg.%d.", &pid) != 1 || !made_since(fc, de->d_name))
 			continue;
 		for (int s = 0; s < fc->nslots; s++)
 			if (fc->pid[s] == pid) {
@@ -2788,6 +2804,7 @@ static void run_case(struct fcase *fc, const char *md)
 	mkdir(fc->dir, 0755);
 	memset(sh, 0, sizeof(*sh));
 	fc->t0 = mono();
+	clock_gettime(CLOCK_REALTIME, &fc->wall0);
 	fc->deadline = fc->t0 + 6 * g_timeout + 30;
 	fc->fn(fc);
 	kill_rest(fc, false);
