@@ -1,28 +1,40 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 # coll_table.py - the table of bench/coll_bench.sh from the files of its run
-# in OUTDIR (OUTDIR/table.md, also printed).  Usage: coll_table.py OUTDIR
+# in OUTDIR (OUTDIR/table.md, also printed).
+#   coll_table.py OUTDIR            the table
+#   coll_table.py --below OUTDIR    the cells below a peer, worst first, a line
+#                                   each: PEER TRANSPORT N OP BYTES
 import glob, math, os, re, statistics, sys
-out = sys.argv[1]
-rows = {}   # (impl, transport, n, op, bytes) -> [busbw per run]
-waits = {}  # (impl, transport, n, op) -> [(sleep_ms, wall_ms, cpu_ms) per run]
-for path in glob.glob(os.path.join(out, "*.run*.txt")):
-    m = re.search(r"\.run(\d+)\.txt$", path)
-    run = int(m.group(1)) if m else 0
-    for line in open(path):
-        if line.startswith("WAIT,"):
+
+def load(d):
+    """The CSV and WAIT lines of every run file in d."""
+    rows = {}   # (impl, transport, n, op, bytes) -> [(busbw, us, ok, run) per run]
+    waits = {}  # (impl, transport, n, op) -> [(sleep_ms, wall_ms, cpu_ms) per run]
+    for path in glob.glob(os.path.join(d, "*.run*.txt")):
+        m = re.search(r"\.run(\d+)\.txt$", path)
+        run = int(m.group(1)) if m else 0
+        for line in open(path):
+            if line.startswith("WAIT,"):
+                f = line.strip().split(",")
+                impl, transport = f[1].split("-", 1)
+                waits.setdefault((impl, transport, int(f[3]), f[2]), []).append(
+                    (int(f[5]), float(f[6]), float(f[7])))
+                continue
+            if not line.startswith("CSV,"):
+                continue
             f = line.strip().split(",")
-            impl, transport = f[1].split("-", 1)
-            waits.setdefault((impl, transport, int(f[3]), f[2]), []).append(
-                (int(f[5]), float(f[6]), float(f[7])))
-            continue
-        if not line.startswith("CSV,"):
-            continue
-        f = line.strip().split(",")
-        label, op, n, b = f[1], f[2], int(f[3]), int(float(f[4]))
-        impl, transport = label.split("-", 1)
-        ok = f[13] == "1"
-        rows.setdefault((impl, transport, n, op, b), []).append((float(f[10]), float(f[6]), ok, run))
+            label, op, n, b = f[1], f[2], int(f[3]), int(float(f[4]))
+            impl, transport = label.split("-", 1)
+            ok = f[13] == "1"
+            rows.setdefault((impl, transport, n, op, b), []).append(
+                (float(f[10]), float(f[6]), ok, run))
+    return rows, waits
+
+below_only = len(sys.argv) > 2 and sys.argv[1] == "--below"
+out = sys.argv[2] if below_only else sys.argv[1]
+rows, waits = load(out)
+alone, _ = load(os.path.join(out, "recheck"))
 
 def cell(key):
     v = rows.get(key)
@@ -117,6 +129,7 @@ for p in peers:
         pv = perm_p(runs_bw(("dpg", t, n, op, b)), runs_bw((p, t, n, op, b)))
         lines.append("worst vs %s: %.2fx (%s %s n=%d %s; runs' p = %s)" % (
             pname[p], r, op, t, n, human(b), pfmt(pv)))
+headline_at = len(lines)    # the cells below re-measured alone go here
 lines.append("")
 def ref(t, n, op, b, kind=""):
     """The reference busbw of a cell and how it waited: shm's one-node
@@ -143,6 +156,10 @@ for op in ops:
                 o, _, _ = cell((p, t, n, op, b))
                 if d and o and d / o < 1.0:
                     below.append((p, d / o, op, t, n, b, d, o))
+if below_only:
+    for p, r, op, t, n, b, d, o in sorted(below, key=lambda x: x[1]):
+        print(p, t, n, op, b)
+    sys.exit(0)
 lines.append("## cells below a peer")
 lines.append("")
 if not below:
@@ -180,6 +197,51 @@ else:
             (fmt(rl, "") + " (%s)" % rhow) if rl else "-", share(d, rl), share(o, rl),
             per_run(("dpg", t, n, op, b)), per_run((p, t, n, op, b))))
 lines.append("")
+
+def alone_cell(p, t, n, op, b):
+    """A cell below re-measured alone: (rounds, dpg us, peer us, dpg's us per
+    round, the peer's, busbw ratio of the medians, p, rounds dpg was ahead)."""
+    dv = {x[3]: x for x in alone.get(("dpg", t, n, op, b), [])}
+    pv = {x[3]: x for x in alone.get((p, t, n, op, b), [])}
+    both = sorted(set(dv) & set(pv))
+    if not both:
+        return None
+    d_bw = [dv[r][0] for r in both]
+    p_bw = [pv[r][0] for r in both]
+    return (len(both), statistics.median(dv[r][1] for r in both),
+            statistics.median(pv[r][1] for r in both), [dv[r][1] for r in both],
+            [pv[r][1] for r in both], statistics.median(d_bw) / statistics.median(p_bw),
+            perm_p(d_bw, p_bw), sum(1 for r in both if dv[r][0] > pv[r][0]))
+
+rechecked = [(c, alone_cell(c[0], c[3], c[4], c[2], c[5])) for c in sorted(below, key=lambda x: x[1])]
+rechecked = [(c, a) for c, a in rechecked if a is not None]
+if rechecked:
+    lines.append("## cells below a peer, alone")
+    lines.append("")
+    still = [(c, a) for c, a in rechecked if a[5] < 1.0]
+    lines.append("After the table's runs, each cell below a peer (the worst %d) once more: that "
+                 "size only, dpg and the peer in a shuffled order, %d round(s), no other cell "
+                 "in between.  us: median per call, the median over rounds; ratio: dpg / peer "
+                 "busbw of the rounds' medians; ahead: rounds where dpg's was higher.  "
+                 "%d of the %d still below alone, %d of them at p < 0.05." % (
+                     len(rechecked), max(a[0] for c, a in rechecked), len(still),
+                     len(rechecked), sum(1 for c, a in still if a[6] is not None and a[6] < 0.05)))
+    lines.append("")
+    worst_alone = min(rechecked, key=lambda x: x[1][5])
+    (p, r, op, t, n, b, d, o), a = worst_alone
+    lines.insert(headline_at, "re-measured alone (cells below a peer, %d round(s) each): %d of %d "
+                 "still below, worst %.2fx vs %s (%s %s n=%d %s; p = %s)" % (
+                     a[0], len(still), len(rechecked), a[5], pname[p], op, t, n, human(b),
+                     pfmt(a[6])))
+    lines.append("| peer | op | transport | n | size | ratio in the table | rounds | dpg us | peer us "
+                 "| ratio alone | p | dpg ahead | per round, us: dpg / peer |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for (p, r, op, t, n, b, d, o), a in rechecked:
+        k, du, pu, dr, pr, ra, pa, ahead = a
+        lines.append("| %s | %s | %s | %d | %s | %.2f | %d | %.3g | %.3g | %.2f | %s | %d/%d | %s / %s |" % (
+            pname[p], op, t, n, human(b), r, k, du, pu, ra, pfmt(pa), ahead, k,
+            " ".join("%.3g" % x for x in dr), " ".join("%.3g" % x for x in pr)))
+    lines.append("")
 if any(k[0] == "limit" for k in rows):
     lines.append("## one-node reference")
     lines.append("")
