@@ -141,7 +141,8 @@ done
 grep -h '^# \(TOTAL\|PASS\|FAIL\|ERROR\)' build/werror/test-suite.log 2>/dev/null | sed 's/^/  unit: /' || true
 for s in e2e e2e-netns templates faults; do
 	[ -f "$logs/$s.log" ] || continue
-	printf '  %-10s %s\n' "$s:" "$(grep -hE '(passed|ok), [0-9]+ failed' "$logs/$s.log" | tail -1)"
+	printf '  %-10s %s\n' "$s:" "$(grep -hE '(passed|ok), [0-9]+ failed' "$logs/$s.log" | tail -1 |
+		sed 's/^faults: //')"
 done
 # every skip, counted, with its reason: cmocka skip() inside a passing test
 # binary, and SKIP lines of the e2e, template and fault suites
