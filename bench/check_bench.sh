@@ -99,9 +99,9 @@ check_coll() {
 	has "$1" '^## cells below a peer' "the cells below a peer" &&
 	# cells below a peer (the smoke's noise makes some) are re-measured alone
 	if has "$1" '^\| peer \| op \| transport \| n \| size \| dpg \| peer \| ratio \|' "" >/dev/null; then
-		has "$1" '^re-measured alone \(cells below a peer, [0-9]+ round\(s\) each\): [0-9]+ of [0-9]+ still below' \
+		has "$1" '^re-measured alone \(cells below a peer, [0-9]+ round\(s\) each\): [0-9]+ of [0-9]+ still below, .*; paired by round: [0-9]+ below, worst [0-9.]+x' \
 			"the re-measured headline" &&
-		table "$1" '^\| peer \| op \| transport \| n \| size \| ratio in the table \|' 1 4 6 7 8 9 10
+		table "$1" '^\| peer \| op \| transport \| n \| size \| ratio in the table \|' 1 4 6 7 8 9 10 12
 	fi &&
 	for peer in "Open MPI" Gloo; do
 		if has "$1" "^skip: peer $peer: " "" >/dev/null; then continue; fi

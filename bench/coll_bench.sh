@@ -46,7 +46,8 @@
 #   RECHECK_MAX=12         (the worst RECHECK_MAX) once more alone: that
 #                          size only, dpg and that peer interleaved RECHECK
 #                          times in a shuffled order (no late peer); the
-#                          table's "cells below a peer, alone" (0: off;
+#                          table's "cells below a peer, alone", by the
+#                          rounds' medians and round by round (0: off;
 #                          smoke: 1 round of at most 2 cells)
 #   MPIRUN=mpirun.openmpi
 #   PEERS="ompi gloo"      which peers to run when present

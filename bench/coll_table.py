@@ -71,6 +71,29 @@ def perm_p(a, b):
             hits += 1
     return hits / total
 
+def signed_rank_p(d):
+    """Two-sided exact Wilcoxon signed-rank test of paired differences d
+    (zeros dropped, ties at mid-ranks): the share of the 2^k sign flips
+    whose signed rank sum lies at least as far from 0 as d's does.  None
+    below 2 non-zero pairs."""
+    import itertools
+    d = [x for x in d if x != 0]
+    if len(d) < 2:
+        return None
+    mags = sorted(abs(x) for x in d)
+    rank = {}
+    for v in set(mags):
+        lo = mags.index(v)
+        rank[v] = lo + (mags.count(v) + 1) / 2.0
+    r = [rank[abs(x)] for x in d]
+    obs = abs(sum(ri if x > 0 else -ri for ri, x in zip(r, d)))
+    hits = total = 0
+    for signs in itertools.product((1, -1), repeat=len(r)):
+        total += 1
+        if abs(sum(si * ri for si, ri in zip(signs, r))) >= obs - 1e-9:
+            hits += 1
+    return hits / total
+
 def runs_bw(key):
     return [x[0] for x in rows.get(key, [])]
 
@@ -200,7 +223,12 @@ lines.append("")
 
 def alone_cell(p, t, n, op, b):
     """A cell below re-measured alone: (rounds, dpg us, peer us, dpg's us per
-    round, the peer's, busbw ratio of the medians, p, rounds dpg was ahead)."""
+    round, the peer's, busbw ratio of the medians, p, rounds dpg was ahead,
+    the median of the rounds' own ratios, its signed-rank p).  The paired
+    figures compare dpg with the peer of the same round only: where the
+    host drifts between fast and slow spells longer than a round (both
+    sides' times jump together), they are not moved by which spell each
+    side's median fell in."""
     dv = {x[3]: x for x in alone.get(("dpg", t, n, op, b), [])}
     pv = {x[3]: x for x in alone.get((p, t, n, op, b), [])}
     both = sorted(set(dv) & set(pv))
@@ -211,7 +239,9 @@ def alone_cell(p, t, n, op, b):
     return (len(both), statistics.median(dv[r][1] for r in both),
             statistics.median(pv[r][1] for r in both), [dv[r][1] for r in both],
             [pv[r][1] for r in both], statistics.median(d_bw) / statistics.median(p_bw),
-            perm_p(d_bw, p_bw), sum(1 for r in both if dv[r][0] > pv[r][0]))
+            perm_p(d_bw, p_bw), sum(1 for r in both if dv[r][0] > pv[r][0]),
+            statistics.median(d / q for d, q in zip(d_bw, p_bw)),
+            signed_rank_p([math.log(d / q) for d, q in zip(d_bw, p_bw)]))
 
 rechecked = [(c, alone_cell(c[0], c[3], c[4], c[2], c[5])) for c in sorted(below, key=lambda x: x[1])]
 rechecked = [(c, a) for c, a in rechecked if a is not None]
@@ -219,27 +249,37 @@ if rechecked:
     lines.append("## cells below a peer, alone")
     lines.append("")
     still = [(c, a) for c, a in rechecked if a[5] < 1.0]
+    pstill = [(c, a) for c, a in rechecked if a[8] < 1.0]
     lines.append("After the table's runs, each cell below a peer (the worst %d) once more: that "
                  "size only, dpg and the peer in a shuffled order, %d round(s), no other cell "
                  "in between.  us: median per call, the median over rounds; ratio: dpg / peer "
-                 "busbw of the rounds' medians; ahead: rounds where dpg's was higher.  "
-                 "%d of the %d still below alone, %d of them at p < 0.05." % (
+                 "busbw of the rounds' medians, p as above; paired: the median of each "
+                 "round's own dpg / peer ratio, and its p (exact two-sided Wilcoxon "
+                 "signed-rank test of the rounds' log ratios), which only compare the two "
+                 "within a round; ahead: rounds where dpg's was higher.  "
+                 "%d of the %d still below alone, %d of them at p < 0.05; paired, %d below, "
+                 "%d of them at p < 0.05." % (
                      len(rechecked), max(a[0] for c, a in rechecked), len(still),
-                     len(rechecked), sum(1 for c, a in still if a[6] is not None and a[6] < 0.05)))
+                     len(rechecked), sum(1 for c, a in still if a[6] is not None and a[6] < 0.05),
+                     len(pstill), sum(1 for c, a in pstill if a[9] is not None and a[9] < 0.05)))
     lines.append("")
     worst_alone = min(rechecked, key=lambda x: x[1][5])
     (p, r, op, t, n, b, d, o), a = worst_alone
+    (pp, _, pop, pt, pn, pb, _, _), pa = min(rechecked, key=lambda x: x[1][8])
     lines.insert(headline_at, "re-measured alone (cells below a peer, %d round(s) each): %d of %d "
-                 "still below, worst %.2fx vs %s (%s %s n=%d %s; p = %s)" % (
+                 "still below, worst %.2fx vs %s (%s %s n=%d %s; p = %s); paired by round: "
+                 "%d below, worst %.2fx vs %s (%s %s n=%d %s; p = %s)" % (
                      a[0], len(still), len(rechecked), a[5], pname[p], op, t, n, human(b),
-                     pfmt(a[6])))
+                     pfmt(a[6]), len(pstill), pa[8], pname[pp], pop, pt, pn, human(pb),
+                     pfmt(pa[9])))
     lines.append("| peer | op | transport | n | size | ratio in the table | rounds | dpg us | peer us "
-                 "| ratio alone | p | dpg ahead | per round, us: dpg / peer |")
-    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+                 "| ratio alone | p | paired ratio | paired p | dpg ahead | per round, us: dpg / peer |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for (p, r, op, t, n, b, d, o), a in rechecked:
-        k, du, pu, dr, pr, ra, pa, ahead = a
-        lines.append("| %s | %s | %s | %d | %s | %.2f | %d | %.3g | %.3g | %.2f | %s | %d/%d | %s / %s |" % (
-            pname[p], op, t, n, human(b), r, k, du, pu, ra, pfmt(pa), ahead, k,
+        k, du, pu, dr, pr, ra, pa, ahead, pr_ratio, pr_p = a
+        lines.append("| %s | %s | %s | %d | %s | %.2f | %d | %.3g | %.3g | %.2f | %s | %.2f | %s "
+                     "| %d/%d | %s / %s |" % (
+            pname[p], op, t, n, human(b), r, k, du, pu, ra, pfmt(pa), pr_ratio, pfmt(pr_p), ahead, k,
             " ".join("%.3g" % x for x in dr), " ".join("%.3g" % x for x in pr)))
     lines.append("")
 if any(k[0] == "limit" for k in rows):
