@@ -5,7 +5,7 @@
 #   coll_table.py OUTDIR            the table
 #   coll_table.py --below OUTDIR    the cells below a peer, worst first, a line
 #                                   each: PEER TRANSPORT N OP BYTES
-import glob, math, os, re, statistics, sys
+import glob, itertools, math, os, re, statistics, sys
 
 def load(d):
     """The CSV and WAIT lines of every run file in d."""
@@ -48,24 +48,25 @@ def cell(key):
 def human(b):
     return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
 
+def midranks(values):
+    """Each distinct value's rank (from 1) in values sorted, ties at the
+    mean of the ranks they share."""
+    pool = sorted(values)
+    return {v: pool.index(v) + (pool.count(v) + 1) / 2.0 for v in set(pool)}
+
 def perm_p(a, b):
     """Two-sided exact permutation test of two samples' rank sums (the
     Mann-Whitney test, ties at mid-ranks): the share of the ways to split
     the pooled values into groups of len(a) and len(b) whose rank sum lies
     at least as far from its mean as a's does.  None below 2 values each."""
-    import itertools
     if len(a) < 2 or len(b) < 2:
         return None
-    pool = sorted(a + b)
-    rank = {}
-    for v in set(pool):
-        lo = pool.index(v)
-        rank[v] = lo + (pool.count(v) + 1) / 2.0
+    rank = midranks(a + b)
     ranks = [rank[v] for v in a + b]
-    mean = len(a) * (len(pool) + 1) / 2.0
+    mean = len(a) * (len(ranks) + 1) / 2.0
     obs = abs(sum(ranks[:len(a)]) - mean)
     hits = total = 0
-    for idx in itertools.combinations(range(len(pool)), len(a)):
+    for idx in itertools.combinations(range(len(ranks)), len(a)):
         total += 1
         if abs(sum(ranks[i] for i in idx) - mean) >= obs - 1e-9:
             hits += 1
@@ -76,15 +77,10 @@ def signed_rank_p(d):
     (zeros dropped, ties at mid-ranks): the share of the 2^k sign flips
     whose signed rank sum lies at least as far from 0 as d's does.  None
     below 2 non-zero pairs."""
-    import itertools
     d = [x for x in d if x != 0]
     if len(d) < 2:
         return None
-    mags = sorted(abs(x) for x in d)
-    rank = {}
-    for v in set(mags):
-        lo = mags.index(v)
-        rank[v] = lo + (mags.count(v) + 1) / 2.0
+    rank = midranks([abs(x) for x in d])
     r = [rank[abs(x)] for x in d]
     obs = abs(sum(ri if x > 0 else -ri for ri, x in zip(r, d)))
     hits = total = 0
