@@ -25,6 +25,8 @@ struct zunit {
 	void *ticket;		/* on a device stream: the gather in flight */
 	uint64_t seq;		/* its sequence number, for messages */
 	float *grad;		/* stages 2-3: full gradient (padded), lazily */
+	bool in_shard;		/* grad is the unit's own shard (one rank a
+				 * shard group: zero.c's unit_grad_get) */
 	int64_t *acc;		/* deterministic: fixed-point sum (padded), lazily */
 	bool reduced;		/* reduced in the current optimizer step */
 };

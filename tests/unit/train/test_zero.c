@@ -437,6 +437,14 @@ static void accum_hybrid(dpg_optimizer_t opt, float clip, const char *tag)
 	snprintf(c.out, sizeof(c.out), "%s/%s-ddp.bin", g_tmp, tag);
 	train(&c, 2);
 	expect_close(&ref, &c, 2e-5, "stage 1, shard_size 1 (DDP)");
+	c = base_cfg(2, tag);	/* the gradients taken in their shards */
+	c.opt = opt;
+	c.clip = clip;
+	c.shard_size = 1;
+	c.accum = 2;
+	snprintf(c.out, sizeof(c.out), "%s/%s-ddp2.bin", g_tmp, tag);
+	train(&c, 2);
+	expect_close(&ref, &c, 2e-5, "stage 2, shard_size 1, 2 micro-steps");
 }
 
 static void test_accum_hybrid_sgd(void **state)
@@ -460,6 +468,8 @@ static void test_bf16(void **state)
 	c.rdt = DPG_BF16;
 	train(&c, 3);
 	expect_close(&ref, &c, 2e-2, "bf16 reduction");
+	train(&c, 1);		/* the gradient in its shard, rounded alone */
+	expect_close(&ref, &c, 2e-2, "bf16 reduction, 1 rank");
 	c = base_cfg(3, "bf-p");
 	c.pdt = DPG_BF16;
 	c.rdt = DPG_BF16;
@@ -502,7 +512,7 @@ static void test_checkpoint_reshard(void **state)
 static void test_deterministic_across_worlds(void **state)
 {
 	static const struct { int world, stage, shard; } runs[] = {
-		{ 2, 1, 0 }, { 3, 2, 0 }, { 4, 3, 0 }, { 4, 2, 2 }, { 3, 3, 1 },
+		{ 2, 1, 0 }, { 3, 2, 0 }, { 4, 3, 0 }, { 4, 2, 2 }, { 3, 3, 1 }, { 1, 3, 0 },
 	};
 	struct zcfg ref = base_cfg(1, "det-ref"), c;
 	bool any_diff = false;
@@ -564,7 +574,7 @@ static void body_memory(int rank, const struct job *j)
 	dpg_zero_t *z;
 	size_t P, S, ps = m->pdt == DPG_BF16 ? 2 : 4;
 	/* stage 3's working shard: bf16 its own, fp32 the master itself */
-	size_t own = 0;
+	size_t own = 0, u0, u1;
 	int n;
 
 	c.pdt = m->pdt;
@@ -590,6 +600,24 @@ static void body_memory(int rank, const struct job *j)
 		CHK(mem.param_bytes == own, "param %zu, expected %zu", mem.param_bytes, own);
 		CHK(mem.grad_bytes == 4 * S, "grad %zu", mem.grad_bytes);
 	}
+	/* every buffer of a pool holds the largest unit (here unit 1) */
+	u0 = (37 + 5 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
+	u1 = (130 + 1 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
+	CHK(u1 >= u0, "unit sizes");
+	if (m->stage > 1) {
+		/* a unit's gradient taken: a buffer of the pool, except where
+		 * the shard group is one rank (the unit's shard itself) */
+		dpg_zero_mem_t g;
+		size_t held = n == 1 ? 0 : 4 * u1;
+		int id = 0;
+
+		while (P_UNIT[id] != NUNITS - 1)	/* the unit micro_step takes first */
+			id++;
+		CHK(dpg_zero_grad(z, id) != NULL, "grad of parameter %d", id);
+		CHK_OK(ctx, dpg_zero_memory(z, &g));
+		CHK(g.grad_bytes == 4 * S + held, "a gradient taken, %d a shard group: grad %zu, "
+		    "expected %zu", n, g.grad_bytes, 4 * S + held);
+	}
 	/* one step, then the same figures at rest */
 	micro_step(ctx, z, &c, j->n, rank, 0, 0);
 	CHK_OK(ctx, dpg_zero_step(z, 0.01f, NULL));
@@ -605,17 +633,13 @@ static void body_memory(int rank, const struct job *j)
 	if (m->stage == 3) {
 		/* gather(0, next 1): both units' buffers exist, unit 2's does not */
 		dpg_zero_mem_t g;
-		size_t u0, u1;
+		size_t kept_grad = n == 1 ? 0 : 4 * u1;
 
 		CHK_OK(ctx, dpg_zero_gather(z, 0, 1));
 		CHK(dpg_zero_param(z, 4) == NULL, "unit 2 visible without a gather");
 		CHK_OK(ctx, dpg_zero_gather(z, 1, -1));
 		CHK(dpg_zero_param(z, 0) && dpg_zero_param(z, 2), "gathered units not visible");
 		CHK_OK(ctx, dpg_zero_memory(z, &g));
-		/* every gather buffer holds the largest unit (here unit 1) */
-		u0 = (37 + 5 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
-		u1 = (130 + 1 + (size_t)n * 16 - 1) / ((size_t)n * 16) * n * 16;
-		CHK(u1 >= u0, "unit sizes");
 		CHK(g.param_bytes == own + ps * 2 * u1, "gathered: %zu, expected %zu",
 		    g.param_bytes, own + ps * 2 * u1);
 		CHK_OK(ctx, dpg_zero_release(z, 0));
@@ -623,10 +647,11 @@ static void body_memory(int rank, const struct job *j)
 		CHK_OK(ctx, dpg_zero_memory(z, &g));
 		/* kept: the two gather buffers, and one gradient buffer of the
 		 * step before (each unit's gradient took the one reduced before
-		 * it: one buffer served every unit) */
-		CHK(g.param_bytes == own && g.cached_bytes == 2 * ps * u1 + 4 * u1,
+		 * it: one buffer served every unit; none with one rank a shard
+		 * group, where each gradient was taken in its shard) */
+		CHK(g.param_bytes == own && g.cached_bytes == 2 * ps * u1 + kept_grad,
 		    "released: param %zu cached %zu, expected %zu and %zu", g.param_bytes,
-		    g.cached_bytes, own, 2 * ps * u1 + 4 * u1);
+		    g.cached_bytes, own, 2 * ps * u1 + kept_grad);
 	}
 	CHK_OK(ctx, dpg_zero_destroy(z));
 	CHK_OK(ctx, dpg_finalize(ctx));
@@ -644,6 +669,12 @@ static void test_memory_formula(void **state)
 		}
 	{
 		struct memcfg m = { 3, DPG_F32, 2 };
+		struct job j = { .n = 4, .body = body_memory, .arg = &m };
+
+		expect_all_ok(&j);
+	}
+	{	/* shard groups of one rank: the gradients in their shards */
+		struct memcfg m = { 2, DPG_F32, 1 };
 		struct job j = { .n = 4, .body = body_memory, .arg = &m };
 
 		expect_all_ok(&j);
