@@ -674,8 +674,9 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
 
 /* ------------------------------------------------------------ single copy
  *
- * Calls of all_gather and broadcast of SHM_CMA_BYTES to SHM_CMA_MAX_BYTES,
- * where every local rank may read every other's memory (cma.h) and the
+ * Calls of all_gather with blocks of at least SHM_CMA_BLOCK_BYTES and of
+ * broadcast of at least SHM_CMA_BCAST_BYTES, up to SHM_CMA_MAX_BYTES in
+ * all, where every local rank may read every other's memory (cma.h) and the
  * ranks do not outnumber the CPUs, read each block straight from its
  * owner's buffer into their own: one copy instead of two through the
  * slots.  Such a call is one stage: its in carries the buffer's address
@@ -700,7 +701,17 @@ int dpg_shm_reduce_scatter(struct dpg_shm *s, const void *sendv, void *recvv,
  * 12.7-14.2 / 55-107 / 1665-1884.  Above 16 MiB the slots' streaming
  * stores into the user's buffer win (64 MiB: 10.5-14.4 ms against 14.2-
  * 15.9); with 4 ranks on 2 vCPUs the slots won or tied at every size (an
- * owner waits for its readers, who share its CPUs). */
+ * owner waits for its readers, who share its CPUs).
+ *   The least sizes were 64 KiB in all until a Xeon VM of another model
+ * (family 6 model 167, 2026-12-06) showed the slots' two copies behind
+ * Open MPI at 16 and 32 KiB: 2 ranks, 6 interleaved rounds, medians, us,
+ * slots / in place from 8 KiB / from 16 KiB / Open MPI: broadcast 8 KiB
+ * 1.33 / 1.24 / 1.32 / 1.30, 16 KiB 2.04 / 1.33 / 1.39 / 1.54, 32 KiB
+ * 2.94 / 1.53 / 1.58 / 2.34; all_gather (in all) 8 KiB 1.14 / 1.34 / 1.15 /
+ * 2.02, 16 KiB 1.75 / 1.46 / 1.46 / 2.17, 32 KiB 2.44 / 2.01 / 2.02 / 2.76.
+ * So a broadcast reads in place from 8 KiB, an all_gather from blocks of
+ * 8 KiB (a reader's call per block: with 8 ranks that is 64 KiB in all,
+ * as before; only 2 ranks could be measured on 2 vCPUs). */
 
 /* A stage's cell of local rank q: the stamp, then the single-copy words. */
 struct shm_cell {
@@ -749,16 +760,17 @@ static int cma_probe(struct dpg_shm *s, const struct dpg_shm_wait *w, struct dpg
 	return 0;
 }
 
-/* Whether a copy collective moving `bytes` per rank reads in place (*use);
- * the communicator's first such call runs the probe.  Every rank derives
- * the same. */
-static int cma_use(struct dpg_shm *s, size_t bytes, bool *use, const struct dpg_shm_wait *w,
-		   struct dpg_err *err)
+/* Whether a copy collective moving `bytes` per rank, of which each owner
+ * holds `part` (an all_gather's block, a broadcast's whole buffer), reads
+ * in place (*use); the communicator's first such call runs the probe.
+ * Every rank derives the same. */
+static int cma_use(struct dpg_shm *s, size_t bytes, size_t part, size_t min_part, bool *use,
+		   const struct dpg_shm_wait *w, struct dpg_err *err)
 {
 	int rc;
 
 	*use = false;
-	if (s->cma < 0 || bytes < SHM_CMA_BYTES || bytes > SHM_CMA_MAX_BYTES)
+	if (s->cma < 0 || part < min_part || bytes > SHM_CMA_MAX_BYTES)
 		return 0;
 	if (s->cma == 0 && (rc = cma_probe(s, w, err)) != 0)
 		return rc;
@@ -929,7 +941,7 @@ int dpg_shm_all_gather(struct dpg_shm *s, const void *sendv, void *recvv,
 
 	if (sc == 0)
 		return 0;
-	if ((rc = cma_use(s, sc * es * (size_t)n, &one, w, err)) != 0)
+	if ((rc = cma_use(s, sc * es * (size_t)n, sc * es, SHM_CMA_BLOCK_BYTES, &one, w, err)) != 0)
 		return rc;
 	if (one)
 		return cma_all_gather(s, send, recv, sc * es, own_direct, w, err);
@@ -1019,7 +1031,7 @@ int dpg_shm_broadcast(struct dpg_shm *s, void *bufv, size_t count, dpg_dtype_t d
 
 	if (count == 0)
 		return 0;
-	if ((rc = cma_use(s, count * es, &one, w, err)) != 0)
+	if ((rc = cma_use(s, count * es, count * es, SHM_CMA_BCAST_BYTES, &one, w, err)) != 0)
 		return rc;
 	if (one)
 		return cma_broadcast(s, buf, count * es, root, w, err);

@@ -58,10 +58,12 @@
 #define SHM_EXPLORE_CALLS 12
 #define SHM_EXPLORE_MAX_MS 200
 #define SHM_HANDOFF_AGE_MS 250
-/* all_gather / broadcast calls of CMA_BYTES to CMA_MAX_BYTES (all ranks'
- * together) read the owners' buffers in place where the ranks can and do
- * not outnumber the CPUs (shm_direct.c's single copy) */
-#define SHM_CMA_BYTES (64u << 10)
+/* all_gather calls with blocks of at least CMA_BLOCK_BYTES, and broadcasts
+ * of at least CMA_BCAST_BYTES, up to CMA_MAX_BYTES (all ranks' together),
+ * read the owners' buffers in place where the ranks can and do not
+ * outnumber the CPUs (shm_direct.c's single copy, which has the figures) */
+#define SHM_CMA_BLOCK_BYTES (8u << 10)
+#define SHM_CMA_BCAST_BYTES (8u << 10)
 #define SHM_CMA_MAX_BYTES (16u << 20)
 #define SHM_CMA_ALIGN 4096	/* a broadcast root's part: whole pages */
 /* all_gather / broadcast stages: a quarter of the call, at least this */

@@ -437,7 +437,8 @@ static float split_val(int q, int call, size_t i)
  * NULL): what the handle chose for single copy after the calls. */
 static int split_run(struct rk *r, int oversub, int cma, int *chose)
 {
-	static const size_t counts[] = { 3, 4095, 4097, 65537, 300001, 1 << 20 };
+	/* 2047 / 2049 floats: either side of single copy's least block */
+	static const size_t counts[] = { 3, 2047, 2049, 4095, 4097, 65537, 300001, 1 << 20 };
 	struct dpg_err err = { "" };
 	struct dpg_shm_wait w = wait_for(20000, NULL);
 	struct dpg_shm *s = NULL;
@@ -719,8 +720,9 @@ static void test_handoff_sampled(void **state)
 	run_ranks(2, sample_rank, 120);
 }
 
-/* Single copy (cma.c, shm_direct.c): with a CPU per rank, all_gathers and
- * broadcasts of 64 KiB to 16 MiB read the owners' buffers in place where
+/* Single copy (cma.c, shm_direct.c): with a CPU per rank, all_gathers with
+ * blocks of 8 KiB and broadcasts of 8 KiB, up to 16 MiB in all, read the
+ * owners' buffers in place where
  * every rank can read every other.  The copy collectives of
  * test_split_copies, every element checked, at 2 and 3 ranks; whether
  * single copy was chosen must agree with whether this rank can read its
