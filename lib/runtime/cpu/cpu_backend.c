@@ -45,8 +45,16 @@
  * With 16 ranks or fewer: 2(n-1)(L + c/nB) > (n-1)(L + c/B) while c < ~LB. */
 #define CPU_SMALL_AR_BYTES (16u << 10)
 #define CPU_SMALL_AR_RANKS 16
-/* All-gathers with blocks up to this many bytes run two-way (ag_steps). */
+/* All-gathers with blocks up to this many bytes run two-way (ag_steps);
+ * with an even number of ranks, up to NE_AG_BYTES by neighbour exchange
+ * (n/2 steps instead of the ring's n - 1).  4 ranks on 2 vCPUs (Xeon model
+ * 167, 2026-12-06), 5 interleaved rounds, medians, us, ring / exchange /
+ * Open MPI: 64 KiB 29.1 / 25.4 / 43.8, 256 KiB 87 / 60 / 131, 1 MiB 602 /
+ * 388 / 372, 4 MiB 2502 / 2274 / 2246, 16 MiB 9581 / 10308 / 12297, 64 MiB
+ * 45.5 / 47.4 / 58.9 ms (in all): above blocks of 1 MiB the ring's longer
+ * pipeline wins. */
 #define CPU_TWO_WAY_AG_BYTES (16u << 10)
+#define CPU_NE_AG_BYTES (1u << 20)
 /* A reduce-scatter of at most this many bytes in all (every block), where
  * every hop is TCP, gathers every input and reduces our block (reduce_gathered):
  * n times the bytes in n/2 messages against the ring's n - 1 hops.  4 ranks
@@ -173,8 +181,9 @@ static bool two_way(const struct dpg_cpu *p)
 /* An all-gather's steps (the gathered allreduce's too): n - 1 forward; or,
  * two-way with blocks of at most CPU_TWO_WAY_AG_BYTES, n/2 forward and the
  * rest backward, so that the last block arrives after n/2 dependent hops
- * instead of n - 1; with an even n by neighbour exchange (ring.c), which
- * sends n/2 messages instead of n - 1 over the same two lanes: 4 ranks on 2
+ * instead of n - 1; with an even n by neighbour exchange (ring.c; blocks
+ * up to CPU_NE_AG_BYTES), which sends n/2 messages instead of n - 1 over
+ * the same two lanes: 4 ranks on 2
  * vCPUs, 10 interleaved rounds, medians, us: all_gather 4 / 16 KiB 43.0 /
  * 46.5 and 43.3 / 45.9 against 54.2 / 50.3 and 48.1 / 50.4 two-way (Open
  * MPI 50.3 / 51.8 and 52.8 / 51.7), allreduce 4 KiB 48.4 and 49.7 against
@@ -185,10 +194,12 @@ static bool two_way(const struct dpg_cpu *p)
  * (so larger blocks stay one-way); 3 and 5 ranks within the noise. */
 static void ag_steps(const struct dpg_cpu *p, struct dpg_ring_job *j)
 {
+	size_t blk = j->count * j->es;
+
 	j->T_out = j->T_in = p->n - 1;
 	j->dep = 1;
 	j->out0_free = true;
-	if (!two_way(p) || j->count * j->es > CPU_TWO_WAY_AG_BYTES)
+	if (!two_way(p) || blk > (p->n % 2 == 0 ? CPU_NE_AG_BYTES : CPU_TWO_WAY_AG_BYTES))
 		return;
 	if (p->n % 2 == 0) {
 		/* a neighbour exchange (ring.c): n/2 steps, the even ones on
@@ -197,11 +208,11 @@ static void ag_steps(const struct dpg_cpu *p, struct dpg_ring_job *j)
 		bool even = p->pos % 2 == 0;
 
 		j->ne = true;
-		j->whole = true;	/* one segment a message: 4 ranks on 2
-					 * vCPUs, 8 interleaved rounds, us:
-					 * all_gather 4 / 16 KiB 43.0 / 44.7 ->
-					 * 38.1 / 39.1 (Open MPI 47.8 / 53.9),
-					 * allreduce 4 KiB 41.0 -> 39.6 */
+		/* small blocks one segment a message: 4 ranks on 2 vCPUs, 8
+		 * interleaved rounds, us: all_gather 4 / 16 KiB 43.0 / 44.7
+		 * -> 38.1 / 39.1 (Open MPI 47.8 / 53.9), allreduce 4 KiB 41.0
+		 * -> 39.6; larger ones forwarded piece by piece */
+		j->whole = blk <= CPU_TWO_WAY_AG_BYTES;
 		j->T_out = j->B_in = even ? first : second;
 		j->T_in = j->B_out = even ? second : first;
 		return;

@@ -672,13 +672,17 @@ static void test_coll_n8_tcp(void **state)
 /* Every rank on its own node, 3 or more: broadcasts run two-way (ring.c:
  * forward and backward from the root), every root, odd and even counts of
  * ranks; small all-gathers two-way with an odd count, by neighbour
- * exchange with an even one (4: one step each way, 6: two on the lane a
- * rank's own block starts on, one on the other; 8 in test_coll_n8_tcp). */
+ * exchange with an even one, up to blocks of 1 MiB (4: one step each way,
+ * 6: two on the lane a rank's own block starts on, one on the other; 8 in
+ * test_coll_n8_tcp). */
 static void test_coll_two_way(void **state)
 {
 	(void)state;
 	run_coll(3, L_TCP, BIG / 8);
 	run_coll(4, L_TCP, BIG / 8);
+	/* blocks just under CPU_NE_AG_BYTES: the exchange's messages of two
+	 * blocks span chunks, forwarded piece by piece */
+	run_coll(4, L_TCP, BIG - 64);
 	run_coll(5, L_TCP, BIG / 16);
 	run_coll(6, L_TCP, BIG / 16);
 }
