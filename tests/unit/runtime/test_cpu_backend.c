@@ -681,10 +681,11 @@ static void test_coll_two_way(void **state)
 	run_coll(3, L_TCP, BIG / 8);
 	run_coll(4, L_TCP, BIG / 8);
 	/* blocks just under CPU_NE_AG_BYTES: the exchange's messages of two
-	 * blocks span chunks, forwarded piece by piece */
-	run_coll(4, L_TCP, BIG - 64);
+	 * blocks span chunks, forwarded piece by piece; a count that 4 and 6
+	 * divide: allreduces as a reduce-scatter and an all-gather */
+	run_coll(4, L_TCP, BIG - 67);
 	run_coll(5, L_TCP, BIG / 16);
-	run_coll(6, L_TCP, BIG / 16);
+	run_coll(6, L_TCP, BIG / 16 - 4);
 }
 
 /* ------------------------------------------------------------ copy stages */
@@ -1245,6 +1246,10 @@ static const struct mm_case MM_CASES[] = {
 	/* a rank whose previous call failed its argument checks (coll.c counts
 	 * it): its next call is #1 where the others issue #0 */
 	{ { 0, 8, DPG_F32, DPG_SUM, 0, 0 }, { 0, 8, DPG_F32, DPG_SUM, 0, 1 }, "#0", "#1" },
+	/* an allreduce that runs as a reduce-scatter and an all-gather (4
+	 * ranks over TCP) against the reduce-scatter of its first half */
+	{ { 0, 8192, DPG_F32, DPG_SUM, 0, 0 }, { 3, 2048, DPG_F32, DPG_SUM, 0, 0 }, "allreduce",
+	  "reduce_scatter" },
 };
 
 struct mm_arg {
@@ -1276,7 +1281,7 @@ static int mm_child(int rank, void *argp)
 	const struct mm_call *k;
 	struct rank_env re;
 	struct dpg_err err = { "" };
-	float buf[256] = { 0 };
+	float buf[8192 + 64] = { 0 };
 	char other[32];
 	double t0;
 	int rc;
@@ -1337,6 +1342,7 @@ static void test_mismatch(void **state)
 	run_mismatch(3, L_TCP, 1, 7);
 	run_mismatch(4, L_TCP, 1, 6);	/* an exchange against a neighbour exchange */
 	run_mismatch(4, L_TCP, 2, 6);
+	run_mismatch(4, L_TCP, 1, 8);	/* a split allreduce keeps its own stamp */
 	run_mismatch(3, L_SHM, 2, 4);
 }
 
