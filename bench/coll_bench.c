@@ -624,7 +624,8 @@ static int rank_main(int rank, const struct opts *o)
 			int i, cal, iters;
 			long bad;
 
-			count -= count % (size_t)o->n;
+			if (op == OP_REDUCE_SCATTER || op == OP_ALLGATHER)
+				count -= count % (size_t)o->n;	/* equal blocks */
 			b = (double)count * (double)dpg_dtype_size(g_dt);
 			fill(&c, op, count, sbuf);
 			if (run_op(&c, op, count, sbuf, rbuf, &err) != 0)

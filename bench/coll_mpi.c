@@ -227,7 +227,8 @@ int main(int argc, char **argv)
 			int nwarm = warm >= 0 ? warm : bytes >= (16u << 20) ? 2 : 10, cal, iters;
 			long bad, badsum = 0;
 
-			count -= count % (size_t)n;
+			if (op == OP_REDUCE_SCATTER || op == OP_ALLGATHER)
+				count -= count % (size_t)n;	/* equal blocks */
 			b = (double)count * sizeof(float);
 			fill(rank, n, op, count, sbuf);
 			run_op(op, count, n, sbuf, rbuf);

@@ -317,18 +317,40 @@ static int reduce_exchanged(struct dpg_cpu *p, struct dpg_ring_job *j, const voi
 	return 0;
 }
 
-/* A reduce-scatter around the ring (n - 1 steps) into recv; j arrives with
- * its stamp set (the caller's call). */
+/* Where our block of a reduce-scatter or all-gather lies (bytes): blocks
+ * of count elements, or with j->base set (a split allreduce) the first
+ * j->rem ranks' one element longer. */
+static void own_block(const struct dpg_cpu *p, const struct dpg_ring_job *j, size_t count,
+		      size_t es, size_t *off, size_t *len)
+{
+	size_t r = (size_t)p->rank;
+
+	if (j->base == 0) {
+		*len = count * es;
+		*off = r * *len;
+		return;
+	}
+	*len = (j->base + (r < j->rem ? 1 : 0)) * es;
+	*off = (r * j->base + (r < j->rem ? r : j->rem)) * es;
+}
+
+/* A reduce-scatter around the ring (n - 1 steps) into recv, our block
+ * (recvcount elements; with j->base set, own_block's); j arrives with its
+ * stamp set (the caller's call). */
 static int rs_ring(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, void *recv,
 		   size_t recvcount, dpg_dtype_t dt, dpg_op_t op, struct dpg_err *err)
 {
-	size_t es = dpg_dtype_size(dt), blk = recvcount * es, total = blk * (size_t)p->n;
+	size_t es = dpg_dtype_size(dt), off, blk, total;
 	const char *sb = send, *rb = recv;
+	bool alias;
+	int rc;
+
+	own_block(p, j, recvcount, es, &off, &blk);
+	total = j->base == 0 ? blk * (size_t)p->n : (j->base * (size_t)p->n + j->rem) * es;
 	/* recv inside send but not at our own block (e.g. recv == send): the
 	 * ring still sends from send while the result arrives, so the result
 	 * goes to scratch and is copied at the end */
-	bool alias = rb + blk > sb && rb < sb + total && rb != sb + (size_t)p->rank * blk;
-	int rc;
+	alias = rb + blk > sb && rb < sb + total && rb != sb + off;
 
 	rc = scratch_reserve(p, alias ? blk : 0, err);
 	if (rc != 0)
@@ -344,7 +366,7 @@ static int rs_ring(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, 
 	j->T_out = j->T_in = p->n - 1;
 	j->dep = 1;
 	j->out0_free = true;
-	rc = acc_reserve(p, j, recvcount, true, err);
+	rc = acc_reserve(p, j, j->base == 0 ? recvcount : j->base + (j->rem > 0), true, err);
 	if (rc == 0)
 		rc = dpg_ring_run(p, j, err);
 	if (rc == 0 && alias)
@@ -352,8 +374,9 @@ static int rs_ring(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, 
 	return rc;
 }
 
-/* An all-gather of count elements a rank in place in recv (our block
- * there already); j arrives with its stamp set. */
+/* An all-gather of count elements a rank (with j->base set, own_block's
+ * blocks, count the largest) in place in recv (our block there already);
+ * j arrives with its stamp set. */
 static int ag_ring(struct dpg_cpu *p, struct dpg_ring_job *j, void *recv, size_t count,
 		   dpg_dtype_t dt, struct dpg_err *err)
 {
@@ -369,32 +392,40 @@ static int ag_ring(struct dpg_cpu *p, struct dpg_ring_job *j, void *recv, size_t
 /* An allreduce over TCP hops with an even number of ranks and blocks the
  * neighbour exchange takes (CPU_NE_AG_BYTES): the ring's reduce-scatter
  * into our block of recv, then the exchange's all-gather (n/2 steps where
- * the ring's all-gather half takes n - 1), both under the call's stamp.
+ * the ring's all-gather half takes n - 1), both under the call's stamp;
+ * blocks as the one ring's (the first count % n one element longer), so
+ * that any count of at least n elements a rank takes it.
  * 4 ranks on 2 vCPUs (Xeon model 167, 2026-12-06), 12 interleaved rounds,
  * medians, us, one ring / split / Open MPI: 1 MiB 1361 / 1081 / 1166, 4
  * MiB 6373 / 6106 / 5708; 256 KiB 197-199 / 180-181 (Open MPI 299-358);
  * 16 MiB 22.4-24.6 / 23.6-24.4 ms, so larger calls keep the one ring. */
 static bool split_allreduce(const struct dpg_cpu *p, size_t count, size_t es)
 {
-	return two_way(p) && p->n % 2 == 0 && count % (size_t)p->n == 0 &&
-	       count / (size_t)p->n * es <= CPU_NE_AG_BYTES;
+	size_t n = (size_t)p->n;
+
+	return two_way(p) && n % 2 == 0 && count >= n &&
+	       (count / n + (count % n > 0)) * es <= CPU_NE_AG_BYTES;
 }
 
 static int allreduce_split(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send,
 			   void *recv, size_t count, dpg_dtype_t dt, dpg_op_t op,
 			   struct dpg_err *err)
 {
-	size_t blk = count / (size_t)p->n;
-	char *mine = (char *)recv + (size_t)p->rank * blk * dpg_dtype_size(dt);
+	size_t base = count / (size_t)p->n, rem = count % (size_t)p->n, off, len;
 	struct dpg_stamp st = j->stamp;
 	int rc;
 
-	rc = rs_ring(p, j, send, mine, blk, dt, op, err);
+	j->base = base;
+	j->rem = rem;
+	own_block(p, j, 0, dpg_dtype_size(dt), &off, &len);
+	rc = rs_ring(p, j, send, (char *)recv + off, len / dpg_dtype_size(dt), dt, op, err);
 	if (rc != 0)
 		return rc;
 	memset(j, 0, sizeof(*j));
 	j->stamp = st;
-	return ag_ring(p, j, recv, blk, dt, err);
+	j->base = base;
+	j->rem = rem;
+	return ag_ring(p, j, recv, base + (rem > 0), dt, err);
 }
 
 static int cpu_allreduce(struct dpg_comm *c, const void *send, void *recv, size_t count,

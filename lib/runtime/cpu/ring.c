@@ -301,6 +301,19 @@ static void ar_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *l
 	*len = (j->base + (ub < j->rem ? 1 : 0)) * j->es;
 }
 
+/* Rank b's block of a reduce-scatter or all-gather job: count elements
+ * each, or where base is set (the halves of a split allreduce,
+ * cpu_backend.c) ar_block's layout, whatever count the ranks divide. */
+static void rank_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *len)
+{
+	if (j->base == 0) {
+		*len = j->count * j->es;
+		*off = (size_t)b * *len;
+		return;
+	}
+	ar_block(j, b, off, len);
+}
+
 /* What an in step does with the bytes it receives. */
 enum {
 	IN_COPY,	/* store them (all-gather, broadcast, the stamp) */
@@ -392,17 +405,23 @@ static void ne_blocks(int q, bool bwd, bool out, int k, int *first, int *nb, boo
 static void ne_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, bool bwd, bool out,
 		    int k, struct step *s)
 {
-	size_t blk = j->count * j->es;
-	int first, nb;
+	size_t off, len, off2, len2;
+	int first, nb, q;
 	bool own;
 	char *at;
 
 	ne_blocks(p->pos, bwd, out, k, &first, &nb, &own);
-	at = j->recv + (size_t)p->ring[dpg_ring_mod(first, p->n)] * blk;
-	s->len = (size_t)nb * blk;
+	q = dpg_ring_mod(first, p->n);
+	rank_block(j, p->ring[q], &off, &len);
+	at = j->recv + off;
+	s->len = len;
+	if (nb == 2) {	/* a pair from an even position: side by side */
+		rank_block(j, p->ring[q + 1], &off2, &len2);
+		s->len += len2;
+	}
 	if (out) {
 		s->src = at;
-		s->own = own ? blk : 0;
+		s->own = own ? len : 0;
 	} else {
 		s->dst = at;
 	}
@@ -433,24 +452,18 @@ static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int 
 			s->src = j->recv + off;
 		}
 		return;
-	case DPG_JOB_RS: {
-		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
-
-		s->len = j->count * j->es;
-		out_rs(p, j, t, (size_t)b * s->len, s);
+	case DPG_JOB_RS:
+		rank_block(j, p->ring[dpg_ring_mod(pos - t - 1, n)], &off, &s->len);
+		out_rs(p, j, t, off, s);
 		return;
-	}
-	case DPG_JOB_AG: {
-		int b = p->ring[dpg_ring_mod(pos - t, n)];
-
+	case DPG_JOB_AG:
 		if (j->ne) {
 			ne_step(p, j, false, true, t, s);
 			return;
 		}
-		s->len = j->count * j->es;
-		s->src = j->recv + (size_t)b * s->len;
+		rank_block(j, p->ring[dpg_ring_mod(pos - t, n)], &off, &s->len);
+		s->src = j->recv + off;
 		return;
-	}
 	case DPG_JOB_XCHG:
 		s->src = j->x[0].src;
 		s->len = j->x[0].out_len;
@@ -520,27 +533,21 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 			s->dst = j->recv + off;
 		}
 		return;
-	case DPG_JOB_RS: {
-		int b = p->ring[dpg_ring_mod(pos - t - 2, n)];
-
-		s->len = j->count * j->es;
-		s->src = j->send + (size_t)b * s->len;
+	case DPG_JOB_RS:
+		rank_block(j, p->ring[dpg_ring_mod(pos - t - 2, n)], &off, &s->len);
+		s->src = j->send + off;
 		/* a slot per step: in step t + 1 may run while out step t
 		 * still sends the partial of in step t */
 		in_rs(p, j, t, t == n - 2 ? j->rs_final : acc_slot(p, j, t), s);
 		return;
-	}
-	case DPG_JOB_AG: {
-		int b = p->ring[dpg_ring_mod(pos - t - 1, n)];
-
+	case DPG_JOB_AG:
 		if (j->ne) {
 			ne_step(p, j, false, false, t, s);
 			return;
 		}
-		s->len = j->count * j->es;
-		s->dst = j->recv + (size_t)b * s->len;
+		rank_block(j, p->ring[dpg_ring_mod(pos - t - 1, n)], &off, &s->len);
+		s->dst = j->recv + off;
 		return;
-	}
 	case DPG_JOB_XCHG:
 		s->dst = j->x[0].dst;
 		s->len = j->x[0].in_len;
@@ -685,11 +692,16 @@ static size_t out_limit(const struct dpg_cpu *p, const struct dpg_ring_job *j,
  * keeps its stamp and owes its check like a one-way broadcast's last hop.
  * Only where every hop is TCP (cpu_backend.c). */
 
-/* Where a two-way all-gather's backward step t goes: out, our own block
- * then the one backward in step t - 1 took; in, block pos + 1 + t. */
-static size_t bwd_ag_off(const struct dpg_cpu *p, const struct dpg_ring_job *j, int b)
+/* Where a two-way all-gather's backward step t goes (its offset; its
+ * length in *len): out, our own block then the one backward in step t - 1
+ * took; in, block pos + 1 + t. */
+static size_t bwd_ag_off(const struct dpg_cpu *p, const struct dpg_ring_job *j, int b,
+			 size_t *len)
 {
-	return (size_t)p->ring[dpg_ring_mod(p->pos + b, p->n)] * j->count * j->es;
+	size_t off;
+
+	rank_block(j, p->ring[dpg_ring_mod(p->pos + b, p->n)], &off, len);
+	return off;
 }
 
 static void bwd_out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t,
@@ -706,7 +718,7 @@ static void bwd_out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, 
 	} else if (t >= 0 && j->ne) {
 		ne_step(p, j, true, true, t, s);
 	} else if (t >= 0 && j->kind == DPG_JOB_AG) {
-		s->src += bwd_ag_off(p, j, t);
+		s->src += bwd_ag_off(p, j, t, &s->len);
 	}
 }
 
@@ -722,7 +734,7 @@ static void bwd_in_step(struct dpg_cpu *p, const struct dpg_ring_job *j, int t, 
 	} else if (t >= 0 && j->ne) {
 		ne_step(p, j, true, false, t, s);
 	} else if (t >= 0 && j->kind == DPG_JOB_AG) {
-		s->dst += bwd_ag_off(p, j, t + 1);
+		s->dst += bwd_ag_off(p, j, t + 1, &s->len);
 	}
 }
 

@@ -674,7 +674,8 @@ static void test_coll_n8_tcp(void **state)
  * ranks; small all-gathers two-way with an odd count, by neighbour
  * exchange with an even one, up to blocks of 1 MiB (4: one step each way,
  * 6: two on the lane a rank's own block starts on, one on the other; 8 in
- * test_coll_n8_tcp). */
+ * test_coll_n8_tcp); with an even count of ranks, allreduces up to blocks
+ * of 1 MiB as a reduce-scatter and that exchange, blocks equal or not. */
 static void test_coll_two_way(void **state)
 {
 	(void)state;
@@ -684,8 +685,12 @@ static void test_coll_two_way(void **state)
 	 * blocks span chunks, forwarded piece by piece; a count that 4 and 6
 	 * divide: allreduces as a reduce-scatter and an all-gather */
 	run_coll(4, L_TCP, BIG - 67);
+	/* counts the ranks do not divide (the first count % n blocks one
+	 * element longer), through the same split */
+	run_coll(4, L_TCP, BIG - 65);
 	run_coll(5, L_TCP, BIG / 16);
 	run_coll(6, L_TCP, BIG / 16 - 4);
+	run_coll(6, L_TCP, BIG / 16 - 1);
 }
 
 /* ------------------------------------------------------------ copy stages */
