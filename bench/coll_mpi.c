@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 {
 	size_t minb = 4096, maxb = 64u << 20, bytes;
 	int factor = 4, reps = 7, warm = -1, on[OP_N] = { 1, 1, 1, 1 }, rank, n, i, op;
-	int wait_ms = 0;
+	int wait_ms = 0, bad = 0;
 	double target_ms = 50, *ts;
 	const char *label = "ompi";
 	float *sbuf = NULL, *rbuf = NULL;
@@ -196,10 +196,20 @@ int main(int argc, char **argv)
 					if (strcmp(tok, op_names[op]) == 0)
 						on[op] = 1;
 			free(list);
+		} else {
+			bad = 1;
 		}
 	}
-	if (reps < 1)
-		reps = 1;
+	if (bad || i < argc || factor < 2 || minb < 4 || maxb < minb || reps < 1 ||
+	    target_ms <= 0) {
+		/* a factor of 1 would time one size forever */
+		if (rank == 0)
+			fprintf(stderr, "usage: coll_mpi [-b MINBYTES >= 4] [-e MAXBYTES >= MINBYTES] "
+				"[-f FACTOR >= 2] [-r REPS >= 1] [-t TARGET_MS > 0] [-w WARMUP] "
+				"[-l LABEL] [-W MS] [-c OPS]\n");
+		MPI_Finalize();
+		return 2;
+	}
 	MPI_Get_library_version(lib, &len);
 	if (rank == 0) {
 		char *nl = strchr(lib, '\n');
