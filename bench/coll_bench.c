@@ -671,7 +671,8 @@ static int rank_main(int rank, const struct opts *o)
 		if (o->on[op]) {
 			size_t count = o->minb / dpg_dtype_size(g_dt);
 
-			count -= count % (size_t)o->n;
+			if (op == OP_REDUCE_SCATTER || op == OP_ALLGATHER)
+				count -= count % (size_t)o->n;	/* equal blocks */
 			fill(&c, op, count, sbuf);
 			late_peer(&c, o, op, count, sbuf, rbuf);
 		}

@@ -109,10 +109,16 @@ class Runner:
             return str(e).splitlines()[0][:160]
 
 
+def op_count(op, nbytes, n):
+    """Elements of op at nbytes: reduce_scatter and all_gather in equal
+    blocks (a multiple of n), allreduce and broadcast as asked."""
+    count = nbytes // 4
+    return count - count % n if op in ("reduce_scatter", "allgather") else count
+
+
 def one_size(rn, a, op, nbytes):
     torch, n, rank = rn.torch, rn.n, rn.rank
-    count = nbytes // 4
-    count -= count % n
+    count = op_count(op, nbytes, n)
     b = count * 4.0
     s, r = rn.buffers(op, count)
     rn.run(op, s, r)
@@ -148,8 +154,7 @@ def late_peer(rn, a, op):
     """One call of op at a.b bytes with one rank a.W ms late (the last;
     broadcast: the root), 3 times."""
     torch, n, rank = rn.torch, rn.n, rn.rank
-    count = a.b // 4
-    count -= count % n
+    count = op_count(op, a.b, n)
     s, r = rn.buffers(op, count)
     walls, cpus = [], []
     for _ in range(3):

@@ -280,7 +280,8 @@ int main(int argc, char **argv)
 		if (on[op]) {
 			size_t count = minb / sizeof(float);
 
-			count -= count % (size_t)n;
+			if (op == OP_REDUCE_SCATTER || op == OP_ALLGATHER)
+				count -= count % (size_t)n;	/* equal blocks */
 			fill(rank, n, op, count, sbuf);
 			late_peer(op, count, n, rank, wait_ms, label, sbuf, rbuf);
 		}
