@@ -565,6 +565,8 @@ dpg_status_t dpg_zero_commit(dpg_zero_t *z)
 	return dpg_zedge(z, commit(z, &e), &e);
 }
 
+static void unit_grad_put(struct dpg_zero *z, int u);
+
 dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 {
 	int i;
@@ -575,9 +577,7 @@ dpg_status_t dpg_zero_destroy(dpg_zero_t *z)
 	pf_stop(z);
 	for (i = 0; z->u && i < z->L.nunits; i++) {
 		zfree(z, &z->u[i].full, 0, NULL);
-		if (z->u[i].in_shard)	/* grad_shard's, freed below */
-			z->u[i].grad = NULL;
-		zfree(z, (void **)&z->u[i].grad, z->L.u[i].padded * sizeof(float), NULL);
+		unit_grad_put(z, i);	/* to the pool, drained below */
 		zfree(z, (void **)&z->u[i].acc, z->L.u[i].padded * sizeof(int64_t), NULL);
 	}
 	if (z->param_shard == (void *)z->state[0])

@@ -653,6 +653,10 @@ static void body_memory(int rank, const struct job *j)
 		    "released: param %zu cached %zu, expected %zu and %zu", g.param_bytes,
 		    g.cached_bytes, own, 2 * ps * u1 + kept_grad);
 	}
+	/* destroyed with a gradient taken (the unit's shard, or a buffer of
+	 * the pool): given back once (ASan and valgrind watch) */
+	if (m->stage > 1)
+		CHK(dpg_zero_grad(z, 0) != NULL, "grad before destroy: %s", dpg_last_error(ctx));
 	CHK_OK(ctx, dpg_zero_destroy(z));
 	CHK_OK(ctx, dpg_finalize(ctx));
 }
