@@ -46,7 +46,13 @@ def cell(key):
     return statistics.median(bw), t, bad + ("[%.2f-%.2f]" % (min(bw), max(bw)) if len(bw) > 1 else "")
 
 def human(b):
-    return "%d MiB" % (b >> 20) if b >= 1 << 20 else "%d KiB" % (b >> 10)
+    """A size as the table names it: whole MiB or KiB, else the bytes (an
+    off-grid run, MINB=5000 say, whose counts the ranks may not divide)."""
+    if b >= 1 << 20 and b % (1 << 20) == 0:
+        return "%d MiB" % (b >> 20)
+    if b % 1024 == 0:
+        return "%d KiB" % (b >> 10)
+    return "%d B" % b
 
 def midranks(values):
     """Each distinct value's rank (from 1) in values sorted, ties at the
