@@ -317,25 +317,8 @@ static int reduce_exchanged(struct dpg_cpu *p, struct dpg_ring_job *j, const voi
 	return 0;
 }
 
-/* Where our block of a reduce-scatter or all-gather lies (bytes): blocks
- * of count elements, or with j->base set (a split allreduce) the first
- * j->rem ranks' one element longer. */
-static void own_block(const struct dpg_cpu *p, const struct dpg_ring_job *j, size_t count,
-		      size_t es, size_t *off, size_t *len)
-{
-	size_t r = (size_t)p->rank;
-
-	if (j->base == 0) {
-		*len = count * es;
-		*off = r * *len;
-		return;
-	}
-	*len = (j->base + (r < j->rem ? 1 : 0)) * es;
-	*off = (r * j->base + (r < j->rem ? r : j->rem)) * es;
-}
-
 /* A reduce-scatter around the ring (n - 1 steps) into recv, our block
- * (recvcount elements; with j->base set, own_block's); j arrives with its
+ * (recvcount elements; with j->base set, dpg_ring_block's); j arrives with its
  * stamp set (the caller's call). */
 static int rs_ring(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, void *recv,
 		   size_t recvcount, dpg_dtype_t dt, dpg_op_t op, struct dpg_err *err)
@@ -345,7 +328,9 @@ static int rs_ring(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, 
 	bool alias;
 	int rc;
 
-	own_block(p, j, recvcount, es, &off, &blk);
+	j->count = recvcount;
+	j->es = es;
+	dpg_ring_block(j, p->rank, &off, &blk);
 	total = j->base == 0 ? blk * (size_t)p->n : (j->base * (size_t)p->n + j->rem) * es;
 	/* recv inside send but not at our own block (e.g. recv == send): the
 	 * ring still sends from send while the result arrives, so the result
@@ -374,7 +359,7 @@ static int rs_ring(struct dpg_cpu *p, struct dpg_ring_job *j, const void *send, 
 	return rc;
 }
 
-/* An all-gather of count elements a rank (with j->base set, own_block's
+/* An all-gather of count elements a rank (with j->base set, dpg_ring_block's
  * blocks, count the largest) in place in recv (our block there already);
  * j arrives with its stamp set. */
 static int ag_ring(struct dpg_cpu *p, struct dpg_ring_job *j, void *recv, size_t count,
@@ -417,7 +402,8 @@ static int allreduce_split(struct dpg_cpu *p, struct dpg_ring_job *j, const void
 
 	j->base = base;
 	j->rem = rem;
-	own_block(p, j, 0, dpg_dtype_size(dt), &off, &len);
+	j->es = dpg_dtype_size(dt);
+	dpg_ring_block(j, p->rank, &off, &len);
 	rc = rs_ring(p, j, send, (char *)recv + off, len / dpg_dtype_size(dt), dt, op, err);
 	if (rc != 0)
 		return rc;

@@ -301,10 +301,10 @@ static void ar_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *l
 	*len = (j->base + (ub < j->rem ? 1 : 0)) * j->es;
 }
 
-/* Rank b's block of a reduce-scatter or all-gather job: count elements
+/* Rank b's block of a reduce-scatter or all-gather job (ring.h): count elements
  * each, or where base is set (the halves of a split allreduce,
  * cpu_backend.c) ar_block's layout, whatever count the ranks divide. */
-static void rank_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *len)
+void dpg_ring_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *len)
 {
 	if (j->base == 0) {
 		*len = j->count * j->es;
@@ -412,11 +412,11 @@ static void ne_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, bool 
 
 	ne_blocks(p->pos, bwd, out, k, &first, &nb, &own);
 	q = dpg_ring_mod(first, p->n);
-	rank_block(j, p->ring[q], &off, &len);
+	dpg_ring_block(j, p->ring[q], &off, &len);
 	at = j->recv + off;
 	s->len = len;
 	if (nb == 2) {	/* a pair from an even position: side by side */
-		rank_block(j, p->ring[q + 1], &off2, &len2);
+		dpg_ring_block(j, p->ring[q + 1], &off2, &len2);
 		s->len += len2;
 	}
 	if (out) {
@@ -453,7 +453,7 @@ static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int 
 		}
 		return;
 	case DPG_JOB_RS:
-		rank_block(j, p->ring[dpg_ring_mod(pos - t - 1, n)], &off, &s->len);
+		dpg_ring_block(j, p->ring[dpg_ring_mod(pos - t - 1, n)], &off, &s->len);
 		out_rs(p, j, t, off, s);
 		return;
 	case DPG_JOB_AG:
@@ -461,7 +461,7 @@ static void out_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int 
 			ne_step(p, j, false, true, t, s);
 			return;
 		}
-		rank_block(j, p->ring[dpg_ring_mod(pos - t, n)], &off, &s->len);
+		dpg_ring_block(j, p->ring[dpg_ring_mod(pos - t, n)], &off, &s->len);
 		s->src = j->recv + off;
 		return;
 	case DPG_JOB_XCHG:
@@ -534,7 +534,7 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 		}
 		return;
 	case DPG_JOB_RS:
-		rank_block(j, p->ring[dpg_ring_mod(pos - t - 2, n)], &off, &s->len);
+		dpg_ring_block(j, p->ring[dpg_ring_mod(pos - t - 2, n)], &off, &s->len);
 		s->src = j->send + off;
 		/* a slot per step: in step t + 1 may run while out step t
 		 * still sends the partial of in step t */
@@ -545,7 +545,7 @@ static void in_step(const struct dpg_cpu *p, const struct dpg_ring_job *j, int t
 			ne_step(p, j, false, false, t, s);
 			return;
 		}
-		rank_block(j, p->ring[dpg_ring_mod(pos - t - 1, n)], &off, &s->len);
+		dpg_ring_block(j, p->ring[dpg_ring_mod(pos - t - 1, n)], &off, &s->len);
 		s->dst = j->recv + off;
 		return;
 	case DPG_JOB_XCHG:
@@ -700,7 +700,7 @@ static size_t bwd_ag_off(const struct dpg_cpu *p, const struct dpg_ring_job *j, 
 {
 	size_t off;
 
-	rank_block(j, p->ring[dpg_ring_mod(p->pos + b, p->n)], &off, len);
+	dpg_ring_block(j, p->ring[dpg_ring_mod(p->pos + b, p->n)], &off, len);
 	return off;
 }
 

@@ -159,6 +159,11 @@ static inline int dpg_ring_mod(int a, int n)
 }
 
 
+/* Rank b's block of a reduce-scatter or all-gather job (j->es set): count
+ * elements each, or with base set (a split allreduce) the first rem one
+ * element longer: its byte offset and length. */
+void dpg_ring_block(const struct dpg_ring_job *j, int b, size_t *off, size_t *len);
+
 /* Run job j over the ring until every step is done: 0, or a negated
  * dpg_status_t with err filled in (the failure is then sticky in p and has
  * been sent to the neighbours and the node segment). */
