@@ -30,6 +30,10 @@
 #include "backend.h"
 #include "err.h"
 
+/* The send buffer of a TCP hop between two ranks of one machine (bytes
+ * asked of SO_SNDBUF; cpu_backend.c says why); other hops autotune. */
+#define DPG_CPU_LOCAL_SNDBUF (128 << 10)
+
 /* Flags for dpg_backend_args.flags. */
 #define DPG_CPU_RING 0x1u	/* use the ring even when all ranks share a node */
 #define DPG_CPU_STREAM 0x2u	/* shm copies into the slots: always streamed */

@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -691,6 +692,70 @@ static void test_coll_two_way(void **state)
 	run_coll(5, L_TCP, BIG / 16);
 	run_coll(6, L_TCP, BIG / 16 - 4);
 	run_coll(6, L_TCP, BIG / 16 - 1);
+}
+
+/* TCP hops between ranks of one machine keep a fixed send buffer
+ * (DPG_CPU_LOCAL_SNDBUF, doubled by the kernel, capped by wmem_max) after
+ * a large transfer, where autotuning would have moved it. */
+static int sndbuf_expected(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+	int max = DPG_CPU_LOCAL_SNDBUF;
+
+	if (f != NULL) {
+		if (fscanf(f, "%d", &max) != 1)
+			max = DPG_CPU_LOCAL_SNDBUF;
+		fclose(f);
+	}
+	return 2 * (max < DPG_CPU_LOCAL_SNDBUF ? max : DPG_CPU_LOCAL_SNDBUF);
+}
+
+static int sndbuf_of(int fd)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	return getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 ? v : -1;
+}
+
+static int sndbuf_child(int rank, void *argp)
+{
+	const struct coll_arg *a = argp;
+	struct rank_env re;
+	struct dpg_comm *c = &re.c;
+	const struct dpg_cpu *p;
+	int fds[4], k, want = sndbuf_expected();
+
+	if (rank_start(&re, rank, a->n, a->name, L_TCP, 30.0, NULL) != 0)
+		return 1;
+	for (k = 0; k < 3; k++)
+		if (check_allreduce(c, DPG_F32, DPG_SUM, (size_t)1 << 22, false, false, 500 + k) ||
+		    check_broadcast(c, DPG_F32, (size_t)1 << 22, k % a->n, 600 + k))
+			return 1;
+	p = c->impl;
+	CHK(p->next.kind == DPG_LINK_TCP && p->prev.kind == DPG_LINK_TCP, "hops not TCP");
+	fds[0] = p->next.fd;
+	fds[1] = p->next.cfd;
+	fds[2] = p->prev.fd;
+	fds[3] = p->prev.cfd;
+	for (k = 0; k < 4; k++)
+		CHK(sndbuf_of(fds[k]) == want, "socket %d: SO_SNDBUF %d, want %d", k,
+		    sndbuf_of(fds[k]), want);
+	rank_stop(&re);
+	return 0;
+}
+
+static void test_local_sndbuf(void **state)
+{
+	int n;
+
+	(void)state;
+	for (n = 2; n <= 4; n += 2) {
+		struct coll_arg a = { .n = n, .layout = L_TCP };
+
+		snprintf(a.name, sizeof(a.name), "sndbuf%d.%d", g_name_seq++, n);
+		assert_int_equal(run_ranks(n, sndbuf_child, &a, 120), 0);
+	}
 }
 
 /* ------------------------------------------------------------ copy stages */
@@ -2173,6 +2238,7 @@ int main(void)
 		cmocka_unit_test(test_coll_n8_shm),
 		cmocka_unit_test(test_coll_n8_tcp),
 		cmocka_unit_test(test_coll_two_way),
+		cmocka_unit_test(test_local_sndbuf),
 		cmocka_unit_test(test_copy_stages),
 		cmocka_unit_test(test_kill_tcp),
 		cmocka_unit_test(test_kill_shm),
