@@ -1049,7 +1049,8 @@ static int open_segment(struct dpg_cpu *p, const struct rdv *x, struct dpg_err *
  * Other sizes asked, 4 ranks, all_gather / allreduce 4 MiB: 64 KiB 1302 /
  * 3255, 256 KiB 1666 / 3888, 512 KiB 1658 / 4417; 32 KiB made every call
  * 100-600x slower (a sender waiting on acknowledgements), 64 KiB once
- * stalled a 16 MiB broadcast (32.7 ms against 7.5).  Hops between machines
+ * stalled a 16 MiB broadcast (32.7 ms against 7.5), so where wmem_max
+ * would cap the buffer below it the hops autotune.  Hops between machines
  * keep autotuning: a network's bandwidth-delay product needs the room. */
 static int set_sock(int fd, bool local)
 {
@@ -1060,6 +1061,21 @@ static int set_sock(int fd, bool local)
 	if (local && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) != 0)
 		return -1;
 	return dpg_net_set_nonblock(fd, true);
+}
+
+/* The kernel grants DPG_CPU_LOCAL_SNDBUF (wmem_max caps SO_SNDBUF; a
+ * smaller buffer is worse than autotuning: see set_sock). */
+static bool local_sndbuf_ok(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+	long max = 0;
+
+	if (f == NULL)
+		return false;
+	if (fscanf(f, "%ld", &max) != 1)
+		max = 0;
+	fclose(f);
+	return max >= DPG_CPU_LOCAL_SNDBUF;
 }
 
 /* Comm rank r runs on our machine (see set_sock). */
@@ -1075,7 +1091,7 @@ static int connect_hops(struct dpg_cpu *p, const struct rdv *x, struct dpg_err *
 {
 	struct dpg_cpu_hello_key key;
 	struct dpg_cpu_hops h;
-	bool nl, pl;
+	bool fixed, nl, pl;
 	int rc;
 
 	if (p->direct) {
@@ -1094,8 +1110,9 @@ static int connect_hops(struct dpg_cpu *p, const struct rdv *x, struct dpg_err *
 	dpg_cpu_hello_key_wipe(&key);
 	if (rc != 0)
 		return rc;
-	nl = p->next.kind == DPG_LINK_TCP && same_machine(x, p->next.peer);
-	pl = p->prev.kind == DPG_LINK_TCP && same_machine(x, p->prev.peer);
+	fixed = local_sndbuf_ok();
+	nl = fixed && p->next.kind == DPG_LINK_TCP && same_machine(x, p->next.peer);
+	pl = fixed && p->prev.kind == DPG_LINK_TCP && same_machine(x, p->prev.peer);
 	if ((p->next.kind == DPG_LINK_TCP && (set_sock(p->next.fd, nl) != 0 ||
 					      set_sock(p->next.cfd, nl) != 0)) ||
 	    (p->prev.kind == DPG_LINK_TCP && (set_sock(p->prev.fd, pl) != 0 ||

@@ -695,19 +695,20 @@ static void test_coll_two_way(void **state)
 }
 
 /* TCP hops between ranks of one machine keep a fixed send buffer
- * (DPG_CPU_LOCAL_SNDBUF, doubled by the kernel, capped by wmem_max) after
- * a large transfer, where autotuning would have moved it. */
+ * (DPG_CPU_LOCAL_SNDBUF, doubled by the kernel) after a large transfer,
+ * where autotuning would have moved it; where wmem_max is below it they
+ * autotune (0: skip the check). */
 static int sndbuf_expected(void)
 {
 	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
-	int max = DPG_CPU_LOCAL_SNDBUF;
+	long max = 0;
 
 	if (f != NULL) {
-		if (fscanf(f, "%d", &max) != 1)
-			max = DPG_CPU_LOCAL_SNDBUF;
+		if (fscanf(f, "%ld", &max) != 1)
+			max = 0;
 		fclose(f);
 	}
-	return 2 * (max < DPG_CPU_LOCAL_SNDBUF ? max : DPG_CPU_LOCAL_SNDBUF);
+	return max >= DPG_CPU_LOCAL_SNDBUF ? 2 * DPG_CPU_LOCAL_SNDBUF : 0;
 }
 
 static int sndbuf_of(int fd)
@@ -750,6 +751,10 @@ static void test_local_sndbuf(void **state)
 	int n;
 
 	(void)state;
+	if (sndbuf_expected() == 0) {
+		fprintf(stderr, "  [skip: net.core.wmem_max is below %d]\n", DPG_CPU_LOCAL_SNDBUF);
+		skip();
+	}
 	for (n = 2; n <= 4; n += 2) {
 		struct coll_arg a = { .n = n, .layout = L_TCP };
 
