@@ -27,6 +27,7 @@
  *             and independent of each other (no forwarding, no math, no
  *             headers; all_gather also copies the rank's own block into
  *             the output, as every all_gather out of place must),
+ *             over sockets with dpg's send buffer within one host,
  *             waiting the -Y way (spin: busy-polling, with sched_yield
  *             between tries where ranks outnumber the CPUs;
  *             block: poll(2) until a stream can move): the bytes a ring
@@ -686,12 +687,15 @@ static int rank_main(int rank, const struct opts *o)
 }
 
 /* -m tcplimit: n loopback TCP connections, link i from rank i (its
- * [0], the connecting end) to rank i+1 (its [1], the accepted end). */
+ * [0], the connecting end) to rank i+1 (its [1], the accepted end); the
+ * sending end with the send buffer dpg's hops within one host take
+ * (DPG_CPU_LOCAL_SNDBUF: autotuned, this reference was slower than Open
+ * MPI's ring). */
 static int tcp_ring(int n)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
-	int i, one = 1;
+	int i, one = 1, sndbuf = DPG_CPU_LOCAL_SNDBUF;
 
 	for (i = 0; i < n; i++) {
 		int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -705,7 +709,8 @@ static int tcp_ring(int n)
 		    connect(g_links[i][0], (struct sockaddr *)&a, sizeof(a)) != 0 ||
 		    (g_links[i][1] = accept(l, NULL, NULL)) < 0 ||
 		    setsockopt(g_links[i][0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
-		    setsockopt(g_links[i][1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+		    setsockopt(g_links[i][1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+		    setsockopt(g_links[i][0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) != 0) {
 			perror("coll_bench: tcplimit ring");
 			return -1;
 		}
