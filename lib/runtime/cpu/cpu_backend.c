@@ -73,7 +73,9 @@
  * a whole message cannot be forwarded piece by piece. */
 #define CPU_XCHG_RS_BYTES (64u << 10)
 /* Broadcasts of at least this many bytes run in lockstep on TCP hops
- * (ring.c: the sender waits until its reader has entered the call). */
+ * (ring.c: the sender waits until its reader has entered the call); from
+ * DPG_CPU_LOCKSTEP_LOCAL_BYTES where both ranks share a machine (see
+ * lockstep_from). */
 #define CPU_LOCKSTEP_BYTES (1u << 20)
 
 /* ------------------------------------------------------------ the ops */
@@ -924,24 +926,37 @@ static bool machine_oversub(const struct dpg_cpu *p, const struct rdv *x, const 
 	return here > cpus;
 }
 
+/* Large broadcasts run in lockstep (ring.c) by default only where it was
+ * measured to pay: 2 ranks, no machine oversubscribed (2 ranks over TCP on
+ * 2 vCPUs, autotuned send buffers, 6 interleaved rounds, medians, us: 1 /
+ * 4 / 16 MiB 135 / 624 / 2810 against 167 / 769 / 3162 streaming, Open MPI
+ * 130 / 604 / 2888; 64 / 256 KiB 23.5 / 45.8 against 12.3 / 38.2, so
+ * smaller ones stream; 4 ranks on 2 vCPUs, two-way, 5 rounds: 1-16 MiB
+ * 6-14% slower, so not there).  Two ranks of one machine share a hop with
+ * a fixed send buffer (set_sock), which keeps a streaming root from
+ * running ahead: there streaming took 0.87-0.91x the lockstep's time at
+ * 1-8 MiB and 1.03-1.06x at 16 MiB (AMD EPYC family 26, 8 interleaved
+ * rounds, each round's ratio's median), so such pairs lock from 16 MiB.
+ * Every rank must decide alike (a sender waits for a token its reader
+ * sends), hence the rule reads only the exchanged records: both machines'
+ * counts and names. */
+static size_t lockstep_from(struct dpg_cpu *p, const struct rdv *x)
+{
+	if (p->n != 2 || machine_oversub(p, x, x->all[0].uts) ||
+	    machine_oversub(p, x, x->all[1].uts))
+		return SIZE_MAX;
+	return strcmp(x->all[0].uts, x->all[1].uts) == 0 ? DPG_CPU_LOCKSTEP_LOCAL_BYTES
+							  : CPU_LOCKSTEP_BYTES;
+}
+
 /* Waits must not spin where this machine's ranks outnumber its CPUs (e.g.
- * 4 ranks on 2 cores).  Large broadcasts run in lockstep (ring.c) by
- * default only where it was measured to pay: 2 ranks, no machine
- * oversubscribed (2 ranks over TCP on 2 vCPUs, 6 interleaved rounds,
- * medians, us: 1 / 4 / 16 MiB 135 / 624 / 2810 against 167 / 769 / 3162
- * streaming, Open MPI 130 / 604 / 2888; 64 / 256 KiB 23.5 / 45.8 against
- * 12.3 / 38.2, so smaller ones stream; 4 ranks on 2 vCPUs, two-way, 5
- * rounds: 1-16 MiB 6-14% slower, so not there).  Every rank must decide
- * alike (a sender waits for a token its reader sends), hence the rule
- * reads every machine's count, not just ours. */
+ * 4 ranks on 2 cores); the lockstep's threshold (see lockstep_from). */
 static void count_cpus(struct dpg_cpu *p, struct rdv *x)
 {
 	x->oversub = machine_oversub(p, x, x->mine.uts);
 	p->tcp_spin = !x->oversub;
-	if (p->lockstep == 0)	/* n == 2: both ranks' machines */
-		p->lockstep = p->n == 2 && !machine_oversub(p, x, x->all[0].uts) &&
-			      !machine_oversub(p, x, x->all[1].uts) ? CPU_LOCKSTEP_BYTES
-								     : SIZE_MAX;
+	if (p->lockstep == 0)
+		p->lockstep = lockstep_from(p, x);
 }
 
 /* Nodes in order of their lowest rank; the ring visits node by node. */

@@ -33,6 +33,9 @@
 /* The send buffer of a TCP hop between two ranks of one machine (bytes
  * asked of SO_SNDBUF; cpu_backend.c says why); other hops autotune. */
 #define DPG_CPU_LOCAL_SNDBUF (128 << 10)
+/* The default lockstep threshold (tcp_lockstep_bytes) of 2 ranks of one
+ * machine, which share such a hop (cpu_backend.c: count_cpus). */
+#define DPG_CPU_LOCKSTEP_LOCAL_BYTES ((size_t)16 << 20)
 
 /* Flags for dpg_backend_args.flags. */
 #define DPG_CPU_RING 0x1u	/* use the ring even when all ranks share a node */
@@ -50,7 +53,9 @@
  * 1 MiB when ranks outnumber CPUs) and tcp_chunk_bytes (largest single
  * send/recv: 1 MiB) and tcp_lockstep_bytes (broadcasts of at least this
  * many bytes wait on each TCP hop until the reader has entered the call:
- * ring.c's lockstep; SIZE_MAX: never), 0 = default. */
+ * ring.c's lockstep; SIZE_MAX: never; by default 1 MiB at 2 ranks, 16 MiB
+ * where both share a machine, never where a machine's ranks outnumber its
+ * CPUs), 0 = default. */
 
 /* For c->rank, c->size and c->name already set: publish this rank's listen
  * address under "<c->name>/cpu/<rank>" in the store, read the others', set

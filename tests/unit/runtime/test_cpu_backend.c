@@ -59,7 +59,8 @@ static uint8_t g_secret[32];
 static uint16_t g_port;
 static int g_name_seq;
 /* tcp_lockstep_bytes of the ranks forked next (0: the library's default,
- * 1 MiB at 2 ranks; the tests force LOCK_BYTES where they need it) */
+ * 16 MiB at 2 ranks of one machine; the tests force LOCK_BYTES where they
+ * need it) */
 static size_t g_lockstep;
 #define LOCK_BYTES 4096
 
@@ -697,7 +698,8 @@ static void test_coll_two_way(void **state)
 /* TCP hops between ranks of one machine keep a fixed send buffer
  * (DPG_CPU_LOCAL_SNDBUF, doubled by the kernel) after a large transfer,
  * where autotuning would have moved it; where wmem_max is below it they
- * autotune (0: skip the check). */
+ * autotune (0: skip the check).  Two such ranks lock large broadcasts
+ * from DPG_CPU_LOCKSTEP_LOCAL_BYTES, more ranks on these CPUs never. */
 static int sndbuf_expected(void)
 {
 	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
@@ -726,6 +728,7 @@ static int sndbuf_child(int rank, void *argp)
 	struct dpg_comm *c = &re.c;
 	const struct dpg_cpu *p;
 	int fds[4], k, want = sndbuf_expected();
+	size_t lock;
 
 	if (rank_start(&re, rank, a->n, a->name, L_TCP, 30.0, NULL) != 0)
 		return 1;
@@ -742,6 +745,9 @@ static int sndbuf_child(int rank, void *argp)
 	for (k = 0; k < 4; k++)
 		CHK(sndbuf_of(fds[k]) == want, "socket %d: SO_SNDBUF %d, want %d", k,
 		    sndbuf_of(fds[k]), want);
+	lock = a->n == 2 && p->tcp_spin ? DPG_CPU_LOCKSTEP_LOCAL_BYTES : SIZE_MAX;
+	CHK(p->lockstep == lock, "%d ranks: lockstep from %zu bytes, want %zu", a->n,
+	    p->lockstep, lock);
 	rank_stop(&re);
 	return 0;
 }
@@ -1496,7 +1502,7 @@ static void test_bcast_deferred(void **state)
 }
 
 /* Broadcasts in lockstep (ring.c; from LOCK_BYTES here, where the default
- * is 1 MiB at 2 ranks): sizes on both sides of the threshold from every
+ * is 16 MiB at 2 ranks of one machine): sizes on both sides of the threshold from every
  * root, a run from one root longer than DPG_RING_DEFER mixing deferred and
  * lockstep stamps, other calls between; TCP hops take the token, shared-
  * memory hops only skip the deferral. */
