@@ -39,6 +39,11 @@ bench_need() {
 bench_host() {
 	model=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 	[ -n "$model" ] || model=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)
+	# a hypervisor's model name can be as bare as "AMD EPYC": the family and
+	# model numbers tell the generations apart (x86 /proc/cpuinfo only)
+	fam=$(sed -n 's/^cpu family[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -1)
+	num=$(sed -n 's/^model[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -1)
+	[ -n "$fam" ] && [ -n "$num" ] && model="${model:-unknown} (family $fam model $num)"
 	echo "host: CPU ${model:-unknown}, $(nproc) CPUs, $(date -u +%FT%TZ), kernel $(uname -r)"
 }
 
