@@ -94,6 +94,7 @@ check_coll() {
 	table "$1" '^\| size \| dpg shm n=2 \|' 3 2 &&
 	table "$1" '^\| op \| n \| size \| reference busbw \| dpg / ref \|' 6 4 5 &&
 	column_num "$1" '^\| op \| n \| size \| reference busbw \| dpg / ref \|' "kernel-copy ref" allgather &&
+	table "$1" '^\| op \| n \| size \| cross-CPU ref busbw \| dpg / ref \|' 2 4 5 &&
 	table "$1" '^\| op \| transport \| n \| dpg wall / CPU ms \|' 2 3 4 &&
 	table "$1" '^\| op \| n \| size \| reference busbw \(wait\) \| ring reference \(wait\) \|' 3 2 4 5 6 7 &&
 	has "$1" '^## cells below a peer' "the cells below a peer" &&

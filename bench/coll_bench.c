@@ -50,6 +50,18 @@
  *             all_gather or broadcast of buffers that are not shared can
  *             do without a second copy (for a broadcast not a bound: the
  *             root, idle here, could take part of the copying)
+ *   -m xferlimit  no collective, allreduce only, buffers of at most
+ *             XFER_MAXB: each rank copies its input into the next of
+ *             XFER_SLOTS slots of its own in a mapping shared by the
+ *             ranks, meets the others, and reduces the whole buffer out of
+ *             every rank's slot (the same slot number); what a one-node
+ *             allreduce must do whose data has to cross between the CPUs:
+ *             the reference for small calls (dpg's shared-memory allreduce
+ *             up to 16 KiB has this shape plus its stamps and checks;
+ *             above that it reduce-scatters and moves less per rank).  The
+ *             slots rotate, so a rank rarely writes lines a peer still
+ *             caches, and the meeting keeps every rank within one call of
+ *             the others, so a slot is never rewritten while it is read
  * Ranks are pinned to CPU (rank % ncpus) when there are no more ranks than
  * CPUs (Open MPI binds to cores in that case too; -P turns pinning off).
  *
@@ -70,7 +82,7 @@
  * time (getrusage, user + system) of that call: what a rank burns while it
  * waits.  Median over the 3, max over the waiting ranks.
  *
- * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit|cmalimit] [-b MINBYTES] [-e MAXBYTES]
+ * Usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit|cmalimit|xferlimit] [-b MINBYTES] [-e MAXBYTES]
  *          [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] [-l LABEL]
  *          [-s SLOT_BYTES] [-C TCP_CHUNK] [-L LOCKSTEP_BYTES] [-S auto|on|off]
  *          [-O auto|off] [-Y spin|block] [-d f32|bf16]
@@ -170,6 +182,12 @@ static char *g_limit;			/* -m limit: the "peers' data" (maxb) */
 static _Atomic uint64_t *g_meet;	/* -m limit: a cache line per rank, shared */
 static uint64_t g_meets;		/* -m limit: meetings so far */
 static _Atomic uint64_t *g_peer;	/* -m cmalimit: per rank its pid, its g_limit */
+#define XFER_SLOTS 8
+#define XFER_MAXB ((size_t)1 << 20)
+static char *g_xfer;			/* -m xferlimit: XFER_SLOTS slots of maxb per
+					 * rank, shared by the forks */
+static uint64_t g_xfers;		/* -m xferlimit: calls so far */
+static size_t g_xfer_maxb;		/* -m xferlimit: a slot's bytes */
 /* Set by the parent once every rank is forked: a rank connects to the
  * store only then.  The store's thread runs in the parent, and a fork taken
  * while it held a lock (OpenSSL's, stdio's) left a child blocked for good
@@ -237,6 +255,20 @@ static void run_limit(const struct dpg_comm *c, int op, size_t count, void *r)
 		memcpy(r, g_limit, count * es);
 		break;
 	}
+}
+
+/* -m xferlimit (see the top): copy in, meet, reduce every rank's slot. */
+static void run_xferlimit(const struct dpg_comm *c, size_t count, const void *s, void *r,
+			  size_t maxb)
+{
+	size_t n = (size_t)c->size, es = dpg_dtype_size(g_dt), k = g_xfers++ % XFER_SLOTS, q;
+	const void *src[64];
+
+	memcpy(g_xfer + ((size_t)c->rank * XFER_SLOTS + k) * maxb, s, count * es);
+	meet(c);
+	for (q = 0; q < n; q++)
+		src[q] = g_xfer + (q * XFER_SLOTS + k) * maxb;
+	dpg_reduce_n(r, src, (int)n, count, g_dt, DPG_SUM, 0);
 }
 
 /* -m cmalimit: len bytes of rank q's g_limit into dst, in the kernel. */
@@ -364,6 +396,10 @@ static int run_op_raw(struct dpg_comm *c, int op, size_t count, void *s, void *r
 {
 	size_t n = (size_t)c->size;
 
+	if (g_xfer != NULL) {
+		run_xferlimit(c, count, s, r, g_xfer_maxb);
+		return 0;
+	}
 	if (g_limit != NULL) {
 		if (g_tx >= 0 || g_rx >= 0)
 			run_tcplimit(c, op, count, r);
@@ -596,6 +632,8 @@ static int rank_main(int rank, const struct opts *o)
 		memset(g_limit, 0, o->maxb);
 		g_yield = o->n > (int)sysconf(_SC_NPROCESSORS_ONLN);
 	}
+	if (g_xfer != NULL)	/* its result is a real sum: checked as the collective's */
+		g_yield = o->n > (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (strcmp(o->mode, "cmalimit") == 0) {	/* seen by all at the first meeting */
 		g_peer = &g_meet[(size_t)o->n * 8 + 8];
 		atomic_store(&g_peer[2 * rank + 1], (uint64_t)(uintptr_t)g_limit);
@@ -740,7 +778,7 @@ static void tcp_keep(int rank, const struct opts *o)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit|cmalimit] [-b MINBYTES] "
+	fprintf(stderr, "usage: coll_bench -n RANKS [-m shm|tcp|ring|limit|tcplimit|cmalimit|xferlimit] [-b MINBYTES] "
 		"[-e MAXBYTES] [-f FACTOR] [-r REPS] [-t TARGET_MS] [-w WARMUP] [-c OPS] "
 		"[-l LABEL] [-s SLOT_BYTES] [-C TCP_CHUNK] [-L LOCKSTEP_BYTES] [-S auto|on|off] "
 		"[-O auto|off] [-Y spin|block] [-d f32|bf16] [-W MS] [-F] [-P] [-T]\n");
@@ -831,8 +869,15 @@ int main(int argc, char **argv)
 	if (o.n < 1 || o.n > 64 || o.reps < 1 || o.factor < 2 || o.minb < 4 ||
 	    o.maxb < o.minb || (strcmp(o.mode, "shm") != 0 && strcmp(o.mode, "tcp") != 0 &&
 				strcmp(o.mode, "ring") != 0 && strcmp(o.mode, "limit") != 0 &&
-				strcmp(o.mode, "tcplimit") != 0 && strcmp(o.mode, "cmalimit") != 0))
+				strcmp(o.mode, "tcplimit") != 0 && strcmp(o.mode, "cmalimit") != 0 &&
+				strcmp(o.mode, "xferlimit") != 0))
 		usage();
+	if (strcmp(o.mode, "xferlimit") == 0 &&
+	    (o.on[OP_REDUCE_SCATTER] || o.on[OP_ALLGATHER] || o.on[OP_BCAST] || o.maxb > XFER_MAXB)) {
+		fprintf(stderr, "coll_bench: -m xferlimit measures allreduce only, of at most "
+			"%zu bytes: pass -c allreduce and -e %zu or less\n", XFER_MAXB, XFER_MAXB);
+		return 2;
+	}
 	if (strcmp(o.mode, "cmalimit") == 0 && (o.on[OP_ALLREDUCE] || o.on[OP_REDUCE_SCATTER])) {
 		fprintf(stderr, "coll_bench: -m cmalimit measures allgather and bcast only: "
 			"pass -c allgather,bcast (or one of them)\n");
@@ -862,6 +907,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset((void *)g_meet, 0, (size_t)o.n * 80 + 64);
+	if (strcmp(o.mode, "xferlimit") == 0) {
+		g_xfer_maxb = (o.maxb + 4095) & ~(size_t)4095;
+		g_xfer = mmap(NULL, (size_t)o.n * XFER_SLOTS * g_xfer_maxb,
+			      PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (g_xfer == MAP_FAILED) {
+			perror("coll_bench: xferlimit mmap");
+			return 1;
+		}
+	}
 	g_go = (_Atomic uint32_t *)&g_meet[(size_t)o.n * 8];
 	fflush(stdout);
 	for (i = 0; i < o.n; i++) {

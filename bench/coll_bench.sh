@@ -35,7 +35,12 @@
 #                          `-m cmalimit` (each rank reads what it lacks from
 #                          the owners' private buffers with process_vm_readv,
 #                          the one kernel copy between processes): its
-#                          kernel-copy column; with tcp, `coll_bench -m
+#                          kernel-copy column;
+#                          for allreduce up to 1 MiB also `-m
+#                          xferlimit` (each rank copies its input into a
+#                          shared slot, they meet, each reduces every slot:
+#                          the data crossing between the CPUs, nothing
+#                          else): the "cross-CPU reference" table; with tcp, `coll_bench -m
 #                          tcplimit` with -Y spin and -Y block (the bytes a
 #                          ring moves per rank, over loopback TCP with
 #                          nothing else), bare and with -F (in a ring's
@@ -153,6 +158,17 @@ run_one() {	# impl t n op
 			case $4 in allgather|bcast)
 				"$dpg_prog" -n "$3" -m cmalimit -l "limitcma-$2" $ARGS -c "$4" >> "$f" ||
 					rc=$? ;;
+			allreduce)	# the small sizes' cross-CPU one (to 1 MiB)
+				xe=$(awk -v a="$ARGS" 'BEGIN { n = split(a, w, " ")
+					for (i = 1; i < n; i++) if (w[i] == "-e") e = w[i + 1]
+					print (e > 1048576 ? 1048576 : e) }')
+				xb=$(awk -v a="$ARGS" 'BEGIN { n = split(a, w, " ")
+					for (i = 1; i < n; i++) if (w[i] == "-b") b = w[i + 1]
+					print b }')
+				if [ "$xb" -le "$xe" ]; then
+					"$dpg_prog" -n "$3" -m xferlimit -l "limitxfer-$2" $ARGS -e "$xe" \
+						-W 0 -c "$4" >> "$f" || rc=$?
+				fi ;;
 			esac
 		else	# both waits, bare and in a ring's order (the table takes the
 			# better wait of each)

@@ -322,6 +322,31 @@ if any(k[0] == "limit" for k in rows):
                 s += "".join(" %s |" % ("%.2f" % (o / cma) if o and cma else "-") for o in po)
                 lines.append(s)
     lines.append("")
+if any(k[0] == "limitxfer" for k in rows):
+    lines.append("## cross-CPU reference")
+    lines.append("")
+    lines.append("`coll_bench -m xferlimit`, allreduce to 1 MiB: per call each rank copies its "
+                 "input into the next of its slots in a mapping the ranks share, they meet, "
+                 "and each reduces the whole buffer out of every rank's slot: what a one-node "
+                 "allreduce must do whose data crosses between the CPUs, with no stamps, "
+                 "checks or failure words, in the same batches.  The shape of dpg's "
+                 "shared-memory allreduce to 16 KiB; above that dpg reduce-scatters and moves "
+                 "less per rank, so this is a reference for small calls only.  Where the "
+                 "host passes cache lines slowly between its CPUs both slow down together.")
+    lines.append("")
+    lines.append("| op | n | size | cross-CPU ref busbw | dpg / ref |" +
+                 "".join(" %s / ref |" % pname[p] for p in peers))
+    lines.append("|---|---:|---:|---:|---:|" + "---:|" * len(peers))
+    for n in sorted({k[2] for k in rows if k[0] == "limitxfer"}):
+        for b in sorted({k[4] for k in rows if k[0] == "limitxfer" and k[2] == n}):
+            x, _, xr = cell(("limitxfer", "shm", n, "allreduce", b))
+            d, _, _ = cell(("dpg", "shm", n, "allreduce", b))
+            s = "| allreduce | %d | %s | %s | %s |" % (n, human(b), fmt(x, xr),
+                                                      "%.2f" % (d / x) if d and x else "-")
+            s += "".join(" %s |" % ("%.2f" % (o / x) if o and x else "-")
+                         for o in (cell((p, "shm", n, "allreduce", b))[0] for p in peers))
+            lines.append(s)
+    lines.append("")
 if any(k[0].startswith("limit") and k[1] == "tcp" for k in rows):
     lines.append("## TCP reference")
     lines.append("")
