@@ -287,13 +287,33 @@ static char *chunk_slot(struct dpg_shm *s, uint64_t g, int q, size_t chunk)
 }
 
 /* Stage g may start writing its slot set once every rank is done with
- * stage g - K. */
+ * stage g - K.  The counters only grow, so the least out seen at the last
+ * wait still holds: with K sets it usually answers for the next K - 1
+ * stages, and a small call skips reading lines its peers have just written
+ * (each a transfer between CPUs before the copy can start). */
 static int wait_set_free(struct dpg_shm *s, uint64_t g, const struct dpg_shm_wait *w,
 			 struct dpg_err *err)
 {
+	uint64_t need, v, least = UINT64_MAX;
+	int q, rc;
+
 	if (g < (uint64_t)s->K)
 		return 0;
-	return shm_wait_all(s, W_OUT, g - (uint64_t)s->K + 1, w, err);
+	need = g - (uint64_t)s->K + 1;
+	if (s->out_floor >= need)
+		return 0;
+	rc = shm_wait_all(s, W_OUT, need, w, err);
+	if (rc != 0)
+		return rc;
+	for (q = 0; q < s->n; q++) {	/* the lines the wait has just read */
+		if (q == s->me)
+			continue;
+		v = atomic_load_explicit(&s->ctl[q].out, memory_order_seq_cst);
+		if (v < least)
+			least = v;
+	}
+	s->out_floor = least < need ? need : least;
+	return 0;
 }
 
 /* The stamp cell of local rank q for stage g (beside the slots). */

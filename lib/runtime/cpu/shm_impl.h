@@ -156,6 +156,8 @@ struct dpg_shm {
 	size_t S;			/* slot bytes */
 	int K;
 	uint64_t g;			/* next stage */
+	uint64_t out_floor;		/* every peer's out was seen >= this
+					 * (monotonic: stays true; wait_set_free) */
 	char *stamps;			/* K x n stamp cells of SHM_CL bytes */
 	const void **srcs;		/* n source pointers, reused */
 	/* pipes */
