@@ -111,7 +111,8 @@ static int check_args(struct dpg_cpu *p, const void *a, const void *b, size_t co
 static void shm_wait_init(const struct dpg_cpu *p, struct dpg_shm_wait *w,
 			  const struct dpg_stamp *st)
 {
-	w->deadline_ms = dpg_now_ms() + (int64_t)(p->timeout_s * 1000.0);
+	w->start_ns = dpg_now_ns();	/* dpg_now_ms's clock */
+	w->deadline_ms = w->start_ns / 1000000 + (int64_t)(p->timeout_s * 1000.0);
 	w->abort = p->uabort;
 	w->abort2 = (const volatile int *)&p->aborted;
 	w->timeout_s = p->timeout_s;

@@ -1224,7 +1224,7 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		 * pipe wait only sleeps until then */
 		struct dpg_shm_wait w = { .deadline_ms = deadline + 3600000, .abort = p->uabort,
 					  .abort2 = (const volatile int *)&p->aborted,
-					  .timeout_s = p->timeout_s };
+					  .timeout_s = p->timeout_s, .start_ns = dpg_now_ns() };
 		bool tcp_any = p->prev.kind == DPG_LINK_TCP || p->next.kind == DPG_LINK_TCP;
 		int64_t left_us = (deadline - dpg_now_ms()) * 1000 + 1000;
 

@@ -386,6 +386,21 @@ static int health(struct dpg_shm *s, const struct dpg_shm_wait *w, const struct 
 	return 0;
 }
 
+int64_t dpg_shm_spin_ns(int64_t from_ns, int64_t t0)
+{
+	int64_t work = from_ns > 0 ? t0 - from_ns : 0;
+
+	return work < DPG_SHM_SPIN_MIN_NS ? DPG_SHM_SPIN_MIN_NS
+		: work > DPG_SHM_SPIN_MAX_NS ? DPG_SHM_SPIN_MAX_NS : work;
+}
+
+/* A wait that did not end at once ends now: the next one's work starts here. */
+static int spin_end(struct dpg_shm *s)
+{
+	s->wait_end_ns = dpg_now_ns();
+	return 0;
+}
+
 /* Wait until c holds.  max_us > 0: give up (return 0) after that long. */
 int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_shm_wait *w,
 	     int64_t max_us, struct dpg_err *err)
@@ -398,12 +413,14 @@ int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_shm_wait
 		return 0;
 	t0 = dpg_now_ns();
 	if (!s->oversub) {
-		int64_t spin = SHM_SPIN_NS < limit ? SHM_SPIN_NS : limit;
+		int64_t spin = dpg_shm_spin_ns(w->start_ns > s->wait_end_ns ? w->start_ns
+					       : s->wait_end_ns, t0);
 
+		spin = spin < limit ? spin : limit;
 		for (i = 1;; i++) {
 			cpu_relax();
 			if (cond_ok(s, c, &lag))
-				return 0;
+				return spin_end(s);
 			if ((i & 63) == 0) {
 				if (atomic_load_explicit(&s->hdr->fail, memory_order_relaxed) != 0)
 					break;
@@ -422,7 +439,7 @@ int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_shm_wait
 			break;
 		sched_yield();
 		if (cond_ok(s, c, &lag))
-			return 0;
+			return spin_end(s);
 	}
 	for (;;) {
 		int64_t now, left;
@@ -447,7 +464,7 @@ int shm_wait(struct dpg_shm *s, const struct wcond *c, const struct dpg_shm_wait
 			futex_wait(&me->bell, bell, left);
 		atomic_fetch_sub_explicit(&me->nwait, 1, memory_order_seq_cst);
 		if (cond_ok(s, c, &lag))
-			return 0;
+			return spin_end(s);
 	}
 }
 

@@ -125,6 +125,17 @@ void dpg_shm_close(struct dpg_shm *s);
  * returns how many it removed.  dpg_shm_open's creator runs it on /dev/shm. */
 int dpg_shm_sweep(const char *dir, double min_age_s);
 
+/* How long a wait that began at t0 spins before it yields and sleeps: the
+ * call's work since from_ns (when the call began, or its last wait that
+ * did not end at once; 0: unknown), within MIN_NS..MAX_NS.  A peer doing
+ * the same work (a large copy) is about that far behind, and a futex sleep
+ * costs its waker a syscall and the sleeper tens of microseconds of wakeup;
+ * a small call, or one whose peer has not come, spins briefly, and a
+ * waiting rank burns at most what it worked. */
+#define DPG_SHM_SPIN_MIN_NS 30000
+#define DPG_SHM_SPIN_MAX_NS 1000000
+int64_t dpg_shm_spin_ns(int64_t from_ns, int64_t t0);
+
 /* What a blocking call may wait for. */
 struct dpg_shm_wait {
 	int64_t deadline_ms;
@@ -133,6 +144,8 @@ struct dpg_shm_wait {
 	double timeout_s;		/* for messages */
 	const struct dpg_stamp *stamp;	/* direct mode: this rank's call, checked
 					 * against every peer's (NULL: none) */
+	int64_t start_ns;		/* when the call began (dpg_now_ns), which
+					 * sizes the spins (0: its waits' ends) */
 };
 
 /* Direct-mode collectives (all ranks of the communicator local; the local

@@ -70,9 +70,10 @@
 #define SHM_CHUNK_DIV 4
 #define SHM_MIN_CHUNK (16u << 10)
 
-/* Waits: spin this long (when not oversubscribed), yield this many times,
- * then sleep in futex slices of at most SLICE_MS. */
-#define SHM_SPIN_NS 30000
+/* Waits: spin (when not oversubscribed) for dpg_shm_spin_ns, at least
+ * SPIN_NS, yield this many times, then sleep in futex slices of at most
+ * SLICE_MS. */
+#define SHM_SPIN_NS DPG_SHM_SPIN_MIN_NS
 #define SHM_YIELDS 4
 #define SHM_YIELD_NS 200000
 #define SHM_SLICE_MS 50
@@ -152,6 +153,8 @@ struct dpg_shm {
 					 * other way (see stream_in) */
 	int64_t call_ns;		/* how long its last large call took */
 	int64_t last_health_ms;
+	int64_t wait_end_ns;		/* when its last wait that did not end
+					 * at once ended (shm_wait's spins) */
 	/* direct */
 	size_t S;			/* slot bytes */
 	int K;

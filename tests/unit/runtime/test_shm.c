@@ -639,6 +639,25 @@ static void test_xcost_pick(void **state)
  * most, and it crosses SHM's threshold only once 5 of 8 samples are slow
  * (the first samples alone never: one slow first sample once made a whole
  * run stream). */
+/* A wait spins for the call's work since it began or last waited (a peer
+ * doing the same copy is about that far behind), within the floor and cap;
+ * an unknown start spins the floor. */
+static void test_spin_budget(void **state)
+{
+	int64_t t0 = 5000000000;
+
+	(void)state;
+	assert_int_equal(dpg_shm_spin_ns(0, t0), DPG_SHM_SPIN_MIN_NS);
+	assert_int_equal(dpg_shm_spin_ns(t0, t0), DPG_SHM_SPIN_MIN_NS);
+	assert_int_equal(dpg_shm_spin_ns(t0 + 1000, t0), DPG_SHM_SPIN_MIN_NS);	/* clock skew */
+	assert_int_equal(dpg_shm_spin_ns(t0 - 2000, t0), DPG_SHM_SPIN_MIN_NS);
+	assert_int_equal(dpg_shm_spin_ns(t0 - 250000, t0), 250000);
+	assert_int_equal(dpg_shm_spin_ns(t0 - DPG_SHM_SPIN_MAX_NS + 1, t0),
+			 DPG_SHM_SPIN_MAX_NS - 1);
+	assert_int_equal(dpg_shm_spin_ns(1, t0), DPG_SHM_SPIN_MAX_NS);	/* long ago */
+	assert_true(DPG_SHM_SPIN_MIN_NS < DPG_SHM_SPIN_MAX_NS);
+}
+
 static void test_handoff_median(void **state)
 {
 	struct dpg_handoff h;
@@ -1575,6 +1594,7 @@ int main(void)
 		cmocka_unit_test(test_split_copies),
 		cmocka_unit_test(test_stream_copies),
 		cmocka_unit_test(test_single_copy),
+		cmocka_unit_test(test_spin_budget),
 		cmocka_unit_test(test_handoff_median),
 		cmocka_unit_test(test_xcost_pick),
 		cmocka_unit_test(test_handoff_sampled),
