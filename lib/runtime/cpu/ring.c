@@ -1222,11 +1222,12 @@ static int eng_wait(struct dpg_cpu *p, const struct dpg_ring_job *j, struct eng 
 		/* only shared memory to wait for (or nothing: a zero-length tail);
 		 * the deadline is ours (eng_health: the verdict protocol), the
 		 * pipe wait only sleeps until then */
+		int64_t now_ns = dpg_now_ns();	/* dpg_now_ms's clock */
 		struct dpg_shm_wait w = { .deadline_ms = deadline + 3600000, .abort = p->uabort,
 					  .abort2 = (const volatile int *)&p->aborted,
-					  .timeout_s = p->timeout_s, .start_ns = dpg_now_ns() };
+					  .timeout_s = p->timeout_s, .start_ns = now_ns };
 		bool tcp_any = p->prev.kind == DPG_LINK_TCP || p->next.kind == DPG_LINK_TCP;
-		int64_t left_us = (deadline - dpg_now_ms()) * 1000 + 1000;
+		int64_t left_us = (deadline - now_ns / 1000000) * 1000 + 1000;
 
 		if (p->shm == NULL) {	/* not reached: nothing to wait for */
 			usleep(1000);

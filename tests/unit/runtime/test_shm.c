@@ -634,11 +634,6 @@ static void test_xcost_pick(void **state)
 	free(x);
 }
 
-/* The handoff estimate: the median (lower middle) of the last 8 samples,
- * missing ones counting as 0, clamped; one outlier moves it by one rank at
- * most, and it crosses SHM's threshold only once 5 of 8 samples are slow
- * (the first samples alone never: one slow first sample once made a whole
- * run stream). */
 /* A wait spins for the call's work since it began or last waited (a peer
  * doing the same copy is about that far behind), within the floor and cap;
  * an unknown start spins the floor. */
@@ -658,6 +653,11 @@ static void test_spin_budget(void **state)
 	assert_true(DPG_SHM_SPIN_MIN_NS < DPG_SHM_SPIN_MAX_NS);
 }
 
+/* The handoff estimate: the median (lower middle) of the last 8 samples,
+ * missing ones counting as 0, clamped; one outlier moves it by one rank at
+ * most, and it crosses SHM's threshold only once 5 of 8 samples are slow
+ * (the first samples alone never: one slow first sample once made a whole
+ * run stream). */
 static void test_handoff_median(void **state)
 {
 	struct dpg_handoff h;
